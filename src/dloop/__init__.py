@@ -1,0 +1,19 @@
+"""dloop: differentiable loops with data-dependent trip counts."""
+
+from .api import grad as grad
+from .api import jit as jit
+from .api import memory_stats as memory_stats
+from .api import value_and_grad as value_and_grad
+from .api import vjp as vjp
+from .config import config as config
+from .errors import AdstackOverflowError as AdstackOverflowError
+from .errors import DloopError as DloopError
+from .errors import DloopIndexError as DloopIndexError
+from .errors import DloopMemoryError as DloopMemoryError
+from .errors import DloopNotImplementedError as DloopNotImplementedError
+from .errors import DloopTypeError as DloopTypeError
+from .errors import DloopValueError as DloopValueError
+from .trace.loops import fori_loop as fori_loop
+from .trace.loops import while_loop as while_loop
+
+__version__ = "0.1.0"

@@ -1,0 +1,79 @@
+"""STAGE 3 — the VJP of a per-element loop: a taped forward sweep and a reverse sweep.
+
+Forward (loop_tape): each iteration first pushes the carry it starts from onto the loop's
+adstacks; the op also returns a token, each element's trip count. Reverse (loop_bwd): pops
+the carries in reverse order and runs the VJP of one body iteration (recomputing the body's
+intermediates from the popped carry), threading the carry cotangents and summing the
+cotangents of loop-invariant inputs. Nested loops get the same treatment inside that VJP,
+so an inner loop's stack is refilled and drained once per outer iteration: its capacity is
+the largest inner trip count, not their sum."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DloopNotImplementedError
+from ..ir import prims
+from ..ir.graph import Aval, Graph, Lit, Op, Var
+from .emit import is_float
+from .vjp import FORWARD_RULES, VJP_RULES, vjp_graph
+
+
+@dataclass(frozen=True)
+class Wrt:
+    carries: tuple      # carries whose initial value gets a cotangent
+    invariants: tuple   # invariants (positions among the loop's invariants) that get one
+
+
+@dataclass(frozen=True, eq=False)
+class BodyVjp:
+    """One reverse iteration. graph inputs: (i,) carries, invariants, then the cotangents of
+    the float carries; outputs: the new carries, then cotangents of `float_carries` and of
+    `invariants`."""
+    graph: Graph
+    float_carries: tuple
+    invariants: tuple
+
+
+def loop_forward(em, op):
+    info = op.params["info"]
+    token = Var(Aval(info.shape, np.dtype(np.int64), True))
+    em.ops.append(Op(prims.loop_tape_p, list(op.inputs), list(op.outputs) + [token],
+                     dict(op.params), op.src))
+    return token
+
+
+def loop_vjp(em, op, bars, needs, context, state):
+    info = op.params["info"]
+    bounds, carries, invs = info.split_inputs(op.inputs)
+    nb, nc = info.n_bounds, info.n_carry
+    float_carries = tuple(k for k, d in enumerate(info.carry_dtypes)
+                          if np.issubdtype(d, np.floating))
+    inv_wrt = tuple(k for k, x in enumerate(invs) if needs[nb + nc + k] and is_float(x))
+    for k in inv_wrt:
+        if info.invariant_modes[k] == "table":
+            raise DloopNotImplementedError(
+                "the gradient with respect to an array indexed inside a loop body is not "
+                "supported yet; index it outside the loop, or do not differentiate it", info.src)
+    offset = 1 if info.kind == "fori" else 0
+    wrt = [offset + k for k in float_carries] + [offset + nc + k for k in inv_wrt]
+    body_vjp = BodyVjp(vjp_graph(info.body, wrt, context="body"), float_carries, inv_wrt)
+    carry_bars = []
+    for k, (c, g) in enumerate(zip(carries, bars)):
+        if k not in float_carries:
+            carry_bars.append(Lit(0, c.aval.dtype))
+        else:
+            carry_bars.append(g if g is not None else em.zeros(info.shape, c.aval.dtype))
+    carry_wrt = tuple(k for k in float_carries if needs[nb + k])
+    outs = em.emit(prims.loop_bwd_p, [state] + list(bounds) + carry_bars + list(invs),
+                   info=info, wrt=Wrt(carry_wrt, inv_wrt), body_vjp=body_vjp)
+    in_bars = [None] * len(op.inputs)
+    for j, k in enumerate(carry_wrt):
+        in_bars[nb + k] = outs[j]
+    for j, k in enumerate(inv_wrt):
+        in_bars[nb + nc + k] = em.unbroadcast(outs[len(carry_wrt) + j], invs[k].aval.shape)
+    return in_bars
+
+
+FORWARD_RULES[prims.loop_p] = loop_forward
+VJP_RULES[prims.loop_p] = loop_vjp

@@ -1,0 +1,173 @@
+"""STAGE 3 — VJP rules of the elementwise and host primitives. Each rule gets the op, the
+cotangents of its outputs, and which inputs need one; it emits graph IR for the inputs'
+cotangents. Operands broadcast, so each cotangent is summed back to its operand's shape."""
+
+import math
+
+from ..errors import DloopNotImplementedError
+from ..ir import prims
+from .vjp import VJP_RULES
+
+P = prims.REGISTRY
+
+
+def _unary(derivative):
+    """derivative(em, x, y) -> dy/dx, for y = f(x)."""
+    def rule(em, op, bars, needs, context):
+        x, y, g = op.inputs[0], op.outputs[0], bars[0]
+        return [em.mul(g, derivative(em, x, y))]
+    return rule
+
+
+def _one(em, x):
+    return em.lit(1.0, x)
+
+
+def _reciprocal(em, x):
+    return em.op("div", _one(em, x), x)
+
+
+_DERIVATIVES = {
+    "sin": lambda em, x, y: em.op("cos", x),
+    "cos": lambda em, x, y: em.op("neg", em.op("sin", x)),
+    "tan": lambda em, x, y: em.add(_one(em, x), em.mul(y, y)),
+    "asin": lambda em, x, y: _reciprocal(em, em.op("sqrt", em.op("sub", _one(em, x),
+                                                                  em.mul(x, x)))),
+    "acos": lambda em, x, y: em.op("neg", _reciprocal(em, em.op(
+        "sqrt", em.op("sub", _one(em, x), em.mul(x, x))))),
+    "atan": lambda em, x, y: _reciprocal(em, em.add(_one(em, x), em.mul(x, x))),
+    "sinh": lambda em, x, y: em.op("cosh", x),
+    "cosh": lambda em, x, y: em.op("sinh", x),
+    "tanh": lambda em, x, y: em.op("sub", _one(em, x), em.mul(y, y)),
+    "exp": lambda em, x, y: y,
+    "expm1": lambda em, x, y: em.add(y, _one(em, x)),
+    "log": lambda em, x, y: _reciprocal(em, x),
+    "log1p": lambda em, x, y: _reciprocal(em, em.add(_one(em, x), x)),
+    "log2": lambda em, x, y: _reciprocal(em, em.mul(x, em.lit(math.log(2.0), x))),
+    "log10": lambda em, x, y: _reciprocal(em, em.mul(x, em.lit(math.log(10.0), x))),
+    "sqrt": lambda em, x, y: em.op("div", em.lit(0.5, x), y),
+    "abs": lambda em, x, y: em.op("sign", x),
+}
+for _name, _d in _DERIVATIVES.items():
+    VJP_RULES[P[_name]] = _unary(_d)
+
+
+def _zero_rule(em, op, bars, needs, context):
+    return [None] * len(op.inputs)
+
+
+for _name in ("sign", "floor", "ceil", "floordiv") + prims.COMPARE + prims.LOGICAL + ("not",):
+    VJP_RULES[P[_name]] = _zero_rule
+
+
+def _binary(rule_a, rule_b):
+    """rule_x(em, a, b, y, g) -> cotangent of x before summing back to x's shape."""
+    def rule(em, op, bars, needs, context):
+        a, b = op.inputs
+        y, g = op.outputs[0], bars[0]
+        out = []
+        for x, r, need in ((a, rule_a, needs[0]), (b, rule_b, needs[1])):
+            out.append(em.unbroadcast(r(em, a, b, y, g), x.aval.shape) if need else None)
+        return out
+    return rule
+
+
+def _pow_exponent_bar(em, a, b, y, g):
+    positive = em.op("gt", a, em.lit(0.0, a))
+    safe_a = em.op("select", positive, a, _one(em, a))
+    return em.op("select", positive, em.mul(g, em.mul(y, em.op("log", safe_a))), em.lit(0.0, a))
+
+
+def _max_min(compare):
+    def pick(first):
+        def r(em, a, b, y, g):
+            take_a = em.op(compare, a, b)
+            zero = em.lit(0.0, g)
+            return em.op("select", take_a, g, zero) if first else em.op("select", take_a, zero, g)
+        return r
+    return _binary(pick(True), pick(False))
+
+
+VJP_RULES[P["neg"]] = lambda em, op, bars, needs, context: [em.op("neg", bars[0])]
+VJP_RULES[P["add"]] = _binary(lambda em, a, b, y, g: g, lambda em, a, b, y, g: g)
+VJP_RULES[P["sub"]] = _binary(lambda em, a, b, y, g: g, lambda em, a, b, y, g: em.op("neg", g))
+VJP_RULES[P["mul"]] = _binary(lambda em, a, b, y, g: em.mul(g, b),
+                              lambda em, a, b, y, g: em.mul(g, a))
+VJP_RULES[P["div"]] = _binary(lambda em, a, b, y, g: em.op("div", g, b),
+                              lambda em, a, b, y, g: em.op("neg", em.op("div", em.mul(g, y), b)))
+VJP_RULES[P["pow"]] = _binary(
+    lambda em, a, b, y, g: em.mul(g, em.mul(b, em.op("pow", a, em.op("sub", b, _one(em, b))))),
+    _pow_exponent_bar)
+VJP_RULES[P["atan2"]] = _binary(
+    lambda em, a, b, y, g: em.op("div", em.mul(g, b), em.add(em.mul(a, a), em.mul(b, b))),
+    lambda em, a, b, y, g: em.op("neg", em.op("div", em.mul(g, a),
+                                              em.add(em.mul(a, a), em.mul(b, b)))))
+VJP_RULES[P["mod"]] = _binary(lambda em, a, b, y, g: g,
+                              lambda em, a, b, y, g: em.op("neg", em.mul(g, em.op("floordiv", a, b))))
+VJP_RULES[P["max"]] = _max_min("ge")
+VJP_RULES[P["min"]] = _max_min("le")
+
+
+def _select_rule(em, op, bars, needs, context):
+    c, a, b = op.inputs
+    g = bars[0]
+    zero = em.lit(0.0, g)
+    return [None,
+            em.unbroadcast(em.op("select", c, g, zero), a.aval.shape) if needs[1] else None,
+            em.unbroadcast(em.op("select", c, zero, g), b.aval.shape) if needs[2] else None]
+
+
+def _convert_rule(em, op, bars, needs, context):
+    return [em.op("convert", bars[0], dtype=op.inputs[0].aval.dtype)]
+
+
+def _broadcast_rule(em, op, bars, needs, context):
+    return [em.unbroadcast(bars[0], op.inputs[0].aval.shape)]
+
+
+VJP_RULES[prims.select_p] = _select_rule
+VJP_RULES[prims.convert_p] = _convert_rule
+VJP_RULES[prims.broadcast_p] = _broadcast_rule
+
+
+def _keepdims(em, g, op):
+    x = op.inputs[0]
+    shape = tuple(1 if k in op.params["axes"] else d for k, d in enumerate(x.aval.shape))
+    return em.broadcast(em.op("reshape", g, shape=shape), x.aval.shape)
+
+
+def _reduce_rule(em, op, bars, needs, context):
+    x, y, g = op.inputs[0], op.outputs[0], bars[0]
+    kind = op.params["op"]
+    if kind == "sum":
+        return [_keepdims(em, g, op)]
+    if kind == "prod":
+        return [em.op("prod_vjp", x, g, axes=op.params["axes"])]
+    # max / min: the cotangent is shared equally among the elements that attain the extremum.
+    hit = em.op("convert", em.op("eq", x, _keepdims(em, y, op)), dtype=x.aval.dtype)
+    count = em.op("reduce", hit, op="sum", axes=op.params["axes"])
+    return [em.mul(hit, _keepdims(em, em.op("div", g, count), op))]
+
+
+def _reshape_rule(em, op, bars, needs, context):
+    return [em.op("reshape", bars[0], shape=op.inputs[0].aval.shape)]
+
+
+def _slice_rule(em, op, bars, needs, context):
+    return [em.op("static_slice_vjp", bars[0], key=op.params["key"],
+                  shape=op.inputs[0].aval.shape)]
+
+
+def _gather_rule(em, op, bars, needs, context):
+    if context == "body":
+        raise DloopNotImplementedError(
+            "the gradient with respect to an array indexed inside a loop body is not supported "
+            "yet; index it outside the loop or do not differentiate it", op.src)
+    table, idx = op.inputs[0], op.inputs[1:]
+    return [em.op("scatter_add", bars[0], *idx, shape=table.aval.shape)] + [None] * len(idx)
+
+
+VJP_RULES[prims.reduce_p] = _reduce_rule
+VJP_RULES[prims.reshape_p] = _reshape_rule
+VJP_RULES[prims.static_slice_p] = _slice_rule
+VJP_RULES[prims.gather_p] = _gather_rule

@@ -1,0 +1,62 @@
+"""STAGE 3 — reverse mode as a graph transformation: one VJP rule per primitive.
+
+vjp_graph(g) returns a joint graph: g's forward ops (loops replaced by their taped form),
+then the backward ops in reverse order. Inputs: g's inputs, then one cotangent per float
+output. Outputs: g's outputs, then one gradient per requested input."""
+
+from ..errors import DloopNotImplementedError
+from ..ir.graph import Graph, Var
+from .emit import Emitter, is_float
+
+VJP_RULES = {}        # prim -> rule(em, op, out_bars, active_inputs) -> in_bars
+FORWARD_RULES = {}    # prim -> fwd(em, op) -> state passed to the VJP rule (loops: the tape)
+
+
+def active_vars(graph, wrt):
+    active = {v for v in wrt if is_float(v)}
+    for op in graph.ops:
+        if any(isinstance(x, Var) and x in active for x in op.inputs):
+            active.update(o for o in op.outputs if is_float(o))
+    return active
+
+
+def vjp_graph(graph, wrt_indices, context="top"):
+    """context 'top' for a whole function, 'body' for a loop body's scalar graph."""
+    wrt = [graph.inputs[k] for k in wrt_indices]
+    active = active_vars(graph, wrt)
+    em = Emitter()
+    states = []
+    for op in graph.ops:
+        fwd = FORWARD_RULES.get(op.prim)
+        if fwd is None:
+            em.ops.append(op)
+        states.append(fwd(em, op) if fwd else None)
+    cts = [Var(o.aval) for o in graph.outputs if is_float(o)]
+    bars = {}
+    for out, ct in zip([o for o in graph.outputs if is_float(o)], cts):
+        if isinstance(out, Var) and out in active:
+            _accumulate(em, bars, out, ct)
+    for op, state in reversed(list(zip(graph.ops, states))):
+        out_bars = [bars.get(o) for o in op.outputs]
+        if all(g is None for g in out_bars):
+            continue
+        needs = [isinstance(x, Var) and x in active for x in op.inputs]
+        if not any(needs):
+            continue
+        rule = VJP_RULES.get(op.prim)
+        if rule is None:
+            raise DloopNotImplementedError(f"no gradient rule for '{op.prim.name}'", op.src)
+        em.src = op.src
+        kwargs = {"state": state} if op.prim in FORWARD_RULES else {}
+        in_bars = rule(em, op, out_bars, needs, context=context, **kwargs)
+        for x, g, need in zip(op.inputs, in_bars, needs):
+            if need and g is not None:
+                _accumulate(em, bars, x, g)
+    grads = [bars.get(v) if v in active else None for v in wrt]
+    grads = [g if g is not None else em.zeros(v.aval.shape, v.aval.dtype)
+             for g, v in zip(grads, wrt)]
+    return Graph(list(graph.inputs) + cts, list(graph.outputs) + grads, em.ops)
+
+
+def _accumulate(em, bars, x, g):
+    bars[x] = g if x not in bars else em.add(bars[x], g)

@@ -1,0 +1,232 @@
+"""The transformations users call: flatten -> trace -> (autodiff) -> schedule -> run."""
+
+import functools
+
+import array_api_compat
+import numpy as np
+
+from . import pytree
+from .ad import loops as _loop_rules  # noqa: F401  (registers the loop VJP)
+from .ad import rules as _rules  # noqa: F401  (registers the primitive VJPs)
+from .ad.vjp import vjp_graph
+from .backends.base import get_backend
+from .config import config
+from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
+from .ir.graph import Aval, Graph, Var
+from .kernel.schedule import schedule
+from .runtime.execute import Execution
+from .trace.source import user_location
+from .trace.tracer import Builder, Tracer
+
+_last_backend = [None]
+
+
+def _as_input(x, path, where):
+    if isinstance(x, (bool, int, float, np.generic)):
+        return np.asarray(x)
+    if isinstance(x, np.ndarray):
+        return x
+    if array_api_compat.is_array_api_obj(x):
+        raise DloopNotImplementedError(
+            f"{path} is a {type(x).__module__}.{type(x).__name__}; this version accepts NumPy "
+            "arrays only (convert with np.asarray)", where)
+    raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
+
+
+def _backend():
+    backend = get_backend(config.backend or "cpu")
+    _last_backend[0] = backend
+    return backend
+
+
+def _trace(fn, args, where):
+    leaves, treedef = pytree.flatten(list(args))
+    paths = pytree.leaf_paths(treedef, "args")
+    arrays = [_as_input(x, p, where) for x, p in zip(leaves, paths)]
+    with Builder() as b:
+        tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
+        out = fn(*pytree.unflatten(treedef, tracers))
+        out_leaves, out_td = pytree.flatten(out)
+        for p, x in zip(pytree.leaf_paths(out_td, "output"), out_leaves):
+            if not isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
+                raise DloopTypeError(f"{p} of the function's result is a {type(x).__name__}, "
+                                     "not an array", where)
+        graph = b.finish(out_leaves)
+    if config.debug:
+        print(f"dloop: traced graph\n{graph}")
+    return graph, b.consts, arrays, out_td, paths
+
+
+def _run(graph, consts, args):
+    backend = _backend()
+    program = schedule(graph, consts)
+    return Execution(backend).run(program, args)
+
+
+def run_eagerly(thunk):
+    """fori_loop / while_loop called on concrete arrays: trace the call alone and run it."""
+    where = user_location()
+    graph, consts, _, out_td, _ = _trace(lambda: thunk(), [], where)
+    return pytree.unflatten(out_td, _run(graph, consts, []))
+
+
+def jit(fun):
+    """The compiled forward path of `fun`, without differentiation."""
+    @functools.wraps(fun)
+    def jitted(*args):
+        where = user_location()
+        graph, consts, arrays, out_td, _ = _trace(fun, args, where)
+        return pytree.unflatten(out_td, _run(graph, consts, arrays))
+    return jitted
+
+
+def _argnums(argnums, nargs, where):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in nums:
+        if not isinstance(k, int) or not -nargs <= k < nargs:
+            raise DloopValueError(f"argnums {argnums!r} does not fit a call with {nargs} "
+                                  "positional arguments", where)
+    return tuple(k % nargs for k in nums)
+
+
+def _diff_inputs(args, nums, where):
+    """Positions, among the flattened arguments, of the leaves being differentiated."""
+    positions, offset = {}, 0
+    for k, a in enumerate(args):
+        leaves, td = pytree.flatten(a)
+        if k in nums:
+            for j, (x, path) in enumerate(zip(leaves, pytree.leaf_paths(td, f"args[{k}]"))):
+                dtype = np.result_type(x) if not hasattr(x, "dtype") else np.dtype(x.dtype)
+                if not np.issubdtype(dtype, np.floating):
+                    raise DloopTypeError(
+                        f"cannot differentiate with respect to {path}: its dtype is "
+                        f"{dtype.name}, and gradients need float32 or float64 inputs (pass "
+                        "float values, or leave this argument out of argnums)", where)
+            positions[k] = (offset, len(leaves), td)
+        offset += len(leaves)
+    return positions
+
+
+def _check_loss(graph, where):
+    out = graph.outputs[0]
+    aval = out.aval
+    if aval.shape != () or not np.issubdtype(aval.dtype, np.floating):
+        raise DloopTypeError(
+            f"grad needs a function that returns a 0-d float array (a scalar loss), got "
+            f"{aval.dtype.name} of shape {aval.shape}; reduce it, e.g. with .sum()", where)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """A function returning (fun(*args), gradient of fun with respect to args[argnums])."""
+    @functools.wraps(fun)
+    def wrapped(*args):
+        where = user_location()
+        nums = _argnums(argnums, len(args), where)
+        positions = _diff_inputs(args, nums, where)
+        graph, consts, arrays, out_td, _ = _trace(fun, args, where)
+        if has_aux and (out_td.kind not in ("tuple", "list") or len(out_td.children) != 2):
+            raise DloopTypeError("with has_aux=True the function must return (loss, aux)", where)
+        _check_loss(graph, where)
+        wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
+        joint = vjp_graph(graph, wrt)
+        cts = [np.ones((), graph.outputs[0].aval.dtype)] + [
+            np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
+            if np.issubdtype(o.aval.dtype, np.floating)]
+        results = _run(joint, consts, arrays + cts)
+        n_out = len(graph.outputs)
+        value = pytree.unflatten(out_td, results[:n_out])
+        grads, cursor = [], n_out
+        for k in nums:
+            _, count, td = positions[k]
+            grads.append(pytree.unflatten(td, results[cursor:cursor + count]))
+            cursor += count
+        grads = grads[0] if isinstance(argnums, int) else tuple(grads)
+        return value, grads
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of a scalar-valued `fun` with respect to args[argnums]."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def g(*args):
+        value, grads = vg(*args)
+        return (grads, value[1]) if has_aux else grads
+    return g
+
+
+def vjp(fun, *primals, has_aux=False):
+    """(fun(*primals), f_vjp): f_vjp(cotangent) returns one cotangent per primal, as a tuple.
+    The forward sweep runs now; its tapes stay alive for as long as f_vjp does."""
+    where = user_location()
+    positions = _diff_inputs(primals, range(len(primals)), where)
+    graph, consts, arrays, out_td, _ = _trace(fun, primals, where)
+    n_main = len(graph.outputs)
+    if has_aux:
+        main_td, aux_td = out_td.children
+        n_main = main_td.num_leaves
+    for o in graph.outputs[:n_main]:
+        if not np.issubdtype(o.aval.dtype, np.floating):
+            raise DloopTypeError(f"vjp needs float outputs, got {o.aval.dtype.name}", where)
+    joint = vjp_graph(Graph(graph.inputs, graph.outputs[:n_main], graph.ops),
+                      list(range(len(arrays))))
+    fwd, bwd, residuals = _split(joint, n_main, len(graph.inputs))
+    aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
+    execution = Execution(_backend())
+    fwd_out = execution.run(schedule(Graph(fwd.inputs, fwd.outputs + aux_graph.outputs,
+                                           fwd.ops), consts), arrays)
+    out_vals = fwd_out[:n_main]
+    res_vals = fwd_out[n_main:n_main + len(residuals)]
+    bwd_program = schedule(bwd, consts)
+    out_shapes = [o.aval for o in graph.outputs[:n_main]]
+    out = pytree.unflatten(main_td if has_aux else out_td, out_vals)
+
+    def f_vjp(cotangent):
+        cts, ct_td = pytree.flatten(cotangent)
+        if len(cts) != len(out_shapes):
+            raise DloopTypeError("the cotangent must have the structure of the function's "
+                                 "output", user_location())
+        cts = [np.asarray(c, dtype=a.dtype).reshape(a.shape) if np.shape(c) == a.shape else
+               _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
+        grads = Execution(execution.backend).run(bwd_program, res_vals + cts)
+        return tuple(pytree.unflatten(positions[k][2],
+                                      grads[positions[k][0]:positions[k][0] + positions[k][1]])
+                     for k in range(len(primals)))
+    f_vjp.keepalive = execution
+    if has_aux:
+        return out, f_vjp, pytree.unflatten(aux_td, fwd_out[n_main + len(residuals):])
+    return out, f_vjp
+
+
+def _bad_ct(c, aval):
+    raise DloopValueError(f"cotangent of shape {np.shape(c)} for an output of shape "
+                          f"{aval.shape}", user_location())
+
+
+def _split(joint, n_out, n_in):
+    """Split vjp_graph's joint graph at the first backward op into forward and backward
+    graphs; the residuals are the forward values the backward ops read."""
+    cts = joint.inputs[n_in:]
+    primal_inputs = joint.inputs[:n_in]
+    forward_made = set(primal_inputs)
+    n_fwd = 0
+    for op in joint.ops:
+        if any(isinstance(x, Var) and x in cts for x in op.inputs) or op.prim.name == "loop_bwd":
+            break
+        forward_made.update(op.outputs)
+        n_fwd += 1
+    fwd_ops, bwd_ops = joint.ops[:n_fwd], joint.ops[n_fwd:]
+    grads = joint.outputs[n_out:]
+    reads = [x for op in bwd_ops for x in op.inputs] + list(grads)
+    residuals = list(dict.fromkeys(x for x in reads if isinstance(x, Var) and x in forward_made))
+    fwd = Graph(primal_inputs, list(joint.outputs[:n_out]) + residuals, fwd_ops)
+    bwd = Graph(residuals + list(cts), list(grads), bwd_ops)
+    return fwd, bwd, residuals
+
+
+def memory_stats():
+    """Adstack memory: bytes the last launch needed, and bytes the backend's heap holds."""
+    backend = _last_backend[0] or get_backend(config.backend or "cpu")
+    return {"adstack_bytes_used": backend.heap.last_used,
+            "adstack_bytes_reserved": backend.heap.reserved}

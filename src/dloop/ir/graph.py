@@ -1,0 +1,116 @@
+"""STAGE 2 — graph IR: typed values, ops and graphs; loops are ops that hold body graphs."""
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class Aval:
+    """Abstract value: what tracing knows of an array. A tape token is an int64 array of the
+    loop's element shape holding each element's trip count, plus the heap layout at run time."""
+    shape: tuple
+    dtype: np.dtype
+    is_tape: bool = False
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __str__(self):
+        base = f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
+        return "tape" + base if self.is_tape else base
+
+
+class Var:
+    __slots__ = ("aval", "id")
+
+    def __init__(self, aval):
+        self.aval = aval
+        self.id = next(_ids)
+
+    def __repr__(self):
+        return f"%{self.id}"
+
+
+class Lit:
+    """A Python scalar constant with a fixed dtype."""
+    __slots__ = ("value", "aval")
+
+    def __init__(self, value, dtype):
+        dtype = np.dtype(dtype)
+        self.value = dtype.type(value).item()
+        self.aval = Aval((), dtype)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+@dataclass
+class Op:
+    prim: object                  # ir.prims.Primitive
+    inputs: list                  # Var | Lit
+    outputs: list                 # Var
+    params: dict = field(default_factory=dict)
+    src: str = None               # the user's file:line
+
+    def subgraphs(self):
+        return [v for v in self.params.values() if isinstance(v, Graph)]
+
+
+@dataclass
+class Graph:
+    inputs: list                  # Var
+    outputs: list                 # Var | Lit
+    ops: list                     # Op
+
+    def __str__(self):
+        from .printer import format_graph
+        return format_graph(self)
+
+
+def new_var(shape, dtype, is_tape=False):
+    return Var(Aval(tuple(int(d) for d in shape), np.dtype(dtype), is_tape))
+
+
+def safe_zip(*seqs):
+    lengths = {len(s) for s in seqs}
+    if len(lengths) > 1:
+        raise AssertionError(f"length mismatch in safe_zip: {[len(s) for s in seqs]}")
+    return zip(*seqs)
+
+
+@dataclass(frozen=True, eq=False)
+class LoopInfo:
+    """What a loop op needs beyond its inputs. The op runs one scalar loop per element of
+    `shape`; `body` and `cond` are scalar graphs (one value per element; invariant tables keep
+    their full shape). Op inputs: [lower, upper] (fori only), carries, invariants."""
+    loop_id: int
+    kind: str                     # 'fori' or 'while'
+    shape: tuple                  # element shape; () inside an enclosing loop's scalar body
+    carry_dtypes: tuple
+    invariant_modes: tuple        # 'elem' (read at the element's index) or 'table' (gathered)
+    body: Graph                   # fori: (i, *carries, *invariants); while: (*carries, *inv.)
+    cond: Graph = None            # while only: (*carries, *invariants) -> bool
+    index_dtype: np.dtype = None
+    src: str = None
+
+    @property
+    def n_bounds(self):
+        return 2 if self.kind == "fori" else 0
+
+    @property
+    def n_carry(self):
+        return len(self.carry_dtypes)
+
+    def split_inputs(self, inputs):
+        """(bounds, carries, invariants) of a loop op's inputs."""
+        nb, nc = self.n_bounds, self.n_carry
+        return inputs[:nb], inputs[nb:nb + nc], inputs[nb + nc:]

@@ -1,0 +1,128 @@
+"""STAGE 2 — the primitive table: each primitive's name, kind and abstract evaluation.
+VJP rules (ad/rules.py, ad/loops.py), kernel lowerings (kernel/lower.py) and host
+implementations (runtime/host_ops.py) are registered in tables keyed by these objects."""
+
+import numpy as np
+
+BOOL = np.dtype(bool)
+INT64 = np.dtype(np.int64)
+
+
+class Primitive:
+    """kind: 'elementwise' (one value per element, fusable into kernels), 'gather' (indexed read
+    of a whole array, fusable), 'loop' (a per-element loop, fusable), or 'host' (runs on whole
+    arrays through the array library)."""
+
+    def __init__(self, name, kind, abstract_eval):
+        self.name = name
+        self.kind = kind
+        self.abstract_eval = abstract_eval
+
+    def __repr__(self):
+        return self.name
+
+    @property
+    def fusable(self):
+        return self.kind != "host"
+
+
+def broadcast_shapes(*shapes):
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def _same(*avals, **_):
+    return [(broadcast_shapes(*(a.shape for a in avals)), avals[-1].dtype)]
+
+
+def _to_bool(*avals, **_):
+    return [(broadcast_shapes(*(a.shape for a in avals)), BOOL)]
+
+
+def _select(c, a, b, **_):
+    return [(broadcast_shapes(c.shape, a.shape, b.shape), a.dtype)]
+
+
+REGISTRY = {}
+
+
+def _make(name, kind, abstract_eval):
+    prim = Primitive(name, kind, abstract_eval)
+    REGISTRY[name] = prim
+    return prim
+
+
+# Elementwise primitives take operands of one dtype (tracing inserts converts) and broadcast.
+UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp",
+               "expm1", "log", "log1p", "log2", "log10", "sqrt")
+UNARY_SAME = ("neg", "abs", "sign", "floor", "ceil")
+BINARY_SAME = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "atan2", "max", "min")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL = ("and", "or", "xor")
+
+for _n in UNARY_FLOAT + UNARY_SAME + BINARY_SAME + LOGICAL:
+    _make(_n, "elementwise", _same)
+for _n in COMPARE:
+    _make(_n, "elementwise", _to_bool)
+not_p = _make("not", "elementwise", _same)
+select_p = _make("select", "elementwise", _select)
+convert_p = _make("convert", "elementwise", lambda a, *, dtype: [(a.shape, np.dtype(dtype))])
+broadcast_p = _make("broadcast_to", "elementwise", lambda a, *, shape: [(tuple(shape), a.dtype)])
+
+
+def _gather_eval(table, *idx):
+    return [(broadcast_shapes(*(i.shape for i in idx)), table.dtype)]
+
+
+# gather(table, i0, i1, ...): table[i0, i1, ...] with one integer index array per axis.
+gather_p = _make("gather", "gather", _gather_eval)
+
+
+def _reduced_shape(shape, axes):
+    return tuple(d for k, d in enumerate(shape) if k not in axes)
+
+
+# Host primitives: whole-array work done by the array library.
+reduce_p = _make("reduce", "host",
+                 lambda a, *, op, axes: [(_reduced_shape(a.shape, axes), a.dtype)])
+reshape_p = _make("reshape", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
+unbroadcast_p = _make("unbroadcast", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
+static_slice_p = _make("static_slice", "host",
+                       lambda a, *, key, shape: [(tuple(shape), a.dtype)])
+static_slice_vjp_p = _make("static_slice_vjp", "host",
+                           lambda g, *, key, shape: [(tuple(shape), g.dtype)])
+prod_vjp_p = _make("prod_vjp", "host", lambda a, g, *, axes: [(a.shape, a.dtype)])
+scatter_add_p = _make("scatter_add", "host",
+                      lambda g, *idx, shape: [(tuple(shape), g.dtype)])
+
+
+# Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),
+# invariants. params['info'] is a trace.loops.LoopInfo. See ad/loops.py for tape and bwd.
+def _loop_eval(*avals, info):
+    return [(info.shape, d) for d in info.carry_dtypes]
+
+
+def _loop_tape_eval(*avals, info):
+    return _loop_eval(*avals, info=info) + [(info.shape, INT64, True)]
+
+
+def _loop_bwd_eval(token, *avals, info, wrt, body_vjp):
+    """Inputs: token, bounds, carry cotangents, invariants. Outputs: cotangents of the
+    initial carries in wrt.carries, then per-element cotangents of wrt.invariants."""
+    invariants = avals[info.n_bounds + info.n_carry:]
+    return [(info.shape, info.carry_dtypes[k]) for k in wrt.carries] + \
+           [(info.shape, invariants[k].dtype) for k in wrt.invariants]
+
+
+loop_p = _make("loop", "loop", _loop_eval)
+loop_tape_p = _make("loop_tape", "loop", _loop_tape_eval)
+loop_bwd_p = _make("loop_bwd", "loop", _loop_bwd_eval)
+
+
+def out_avals(prim, in_avals, params):
+    from .graph import Aval
+    outs = []
+    for spec in prim.abstract_eval(*in_avals, **params):
+        shape, dtype = spec[0], spec[1]
+        is_tape = len(spec) > 2 and spec[2]
+        outs.append(Aval(tuple(int(d) for d in shape), np.dtype(dtype), is_tape))
+    return outs

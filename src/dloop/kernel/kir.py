@@ -1,0 +1,178 @@
+"""STAGE 4 — kernel IR: the scalar program one thread runs, for one element.
+
+Values are typed scalars in SSA form. Memory is reached only through the kernel's numbered
+buffers; control flow is structured (For, While, If), so every backend can emit it directly.
+Adstack operations are explicit. A thread's stacks, counters and the fault flags are the only
+mutable state, and each has a fixed meaning every backend implements the same way:
+
+* at thread start, stack s gets base = group_size * start[tid] + index * cap[tid] (both
+  buffers of the stack's loop) and capacity cap[tid]; its depth sp starts at 0.
+* StackInit(s, d): sp = d.
+* Push(s, v): if sp < cap: region[base + sp] = v, else Fault(s.fault_slot, sp + 1); sp += 1.
+* Pop(s): sp = max(sp - 1, 0); the value is region[base + sp] if sp < cap, else 0.
+* Fault(slot, v): faults[0] = 1; faults[1 + slot] = max(faults[1 + slot], v) (atomically).
+* CountMax(c, v): counter c = max(counter c, v); counters start at 0 and are stored to
+  counts[c * n_threads + tid] when the thread ends.
+"""
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_ids = itertools.count()
+
+
+class KVar:
+    __slots__ = ("dtype", "id")
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        self.id = next(_ids)
+
+    def __repr__(self):
+        return f"v{self.id}"
+
+
+@dataclass(frozen=True)
+class Const:
+    value: object
+    dtype: np.dtype
+
+    def __repr__(self):
+        return f"{self.value!r}:{self.dtype.name}"
+
+
+@dataclass
+class Assign:
+    """out = op(*args): an elementwise primitive's name, or 'convert'."""
+    out: KVar
+    op: str
+    args: tuple
+
+
+@dataclass
+class Load:
+    out: KVar
+    buf: int
+    index: object
+
+
+@dataclass
+class Store:
+    buf: int
+    index: object
+    value: object
+
+
+@dataclass
+class For:
+    """for k in range(lo, hi) (or reversed): carries <- yields. outs = final carries."""
+    index: KVar
+    lo: object
+    hi: object
+    reverse: bool
+    carries: list
+    inits: list
+    body: list
+    yields: list
+    outs: list
+
+
+@dataclass
+class While:
+    """carries <- inits; while (cond_body; cond): body; carries <- yields. outs = carries."""
+    carries: list
+    inits: list
+    cond_body: list
+    cond: object
+    body: list
+    yields: list
+    outs: list
+
+
+@dataclass
+class If:
+    """Effects only (faults): no values flow out."""
+    cond: object
+    body: list
+
+
+@dataclass
+class StackInit:
+    stack: int
+    depth: object
+
+
+@dataclass
+class Push:
+    stack: int
+    value: object
+
+
+@dataclass
+class Pop:
+    out: KVar
+    stack: int
+
+
+@dataclass
+class Fault:
+    slot: int
+    value: object
+
+
+@dataclass
+class CountMax:
+    counter: int
+    value: object
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """kind: 'in', 'out', 'faults', 'counts', or for adstacks 'region', 'start', 'cap' with
+    key (loop_id, dtype name) for regions and loop_id for start/cap."""
+    kind: str
+    dtype: np.dtype
+    key: object = None
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    loop_id: int
+    carry: int
+    dtype: np.dtype
+    region: int            # buffer numbers
+    start: int
+    cap: int
+    group_size: int        # stacks of this loop sharing the region's dtype
+    index: int             # this stack's position among them
+    fault_slot: int
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    kind: str              # 'overflow' or 'index'
+    src: str
+    detail: dict
+
+
+@dataclass
+class Kernel:
+    name: str
+    tid: KVar
+    body: list
+    buffers: list = field(default_factory=list)
+    stacks: list = field(default_factory=list)
+    faults: list = field(default_factory=list)
+    counters: list = field(default_factory=list)     # loop ids, in counter order
+
+    def buffer_index(self, kind, key=None):
+        for k, b in enumerate(self.buffers):
+            if b.kind == kind and b.key == key:
+                return k
+        return None
+
+    def __str__(self):
+        from .printer import format_kernel
+        return format_kernel(self)

@@ -1,0 +1,308 @@
+"""STAGE 4 — lowering: a fused group of graph ops (one element shape) becomes one kernel.
+
+Each thread handles one element: it reads its inputs at the element's (broadcast) index,
+runs the group's ops as scalars, loops included, and writes its outputs. Lowering rules are
+registered per primitive in LOWERINGS."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import prims
+from ..ir.graph import Lit, safe_zip
+from . import kir
+
+I64 = np.dtype(np.int64)
+BOOL = np.dtype(bool)
+LOWERINGS = {}
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A whole array inside a kernel, read by gathers."""
+    buf: int
+    shape: tuple
+    dtype: np.dtype
+
+
+class KernelBuilder:
+    def __init__(self, name, count_loops=None):
+        self.kernel = kir.Kernel(name, kir.KVar(I64), [])
+        self.blocks = [self.kernel.body]
+        # A counting kernel (count_loops given) runs the forward sweep without adstacks and
+        # records the largest trip count of each listed loop.
+        self.counting = count_loops is not None
+        self.count_loops = set(count_loops or ())
+
+    # -- statements --
+    def emit(self, stmt):
+        self.blocks[-1].append(stmt)
+
+    def assign(self, op, args, dtype):
+        out = kir.KVar(dtype)
+        self.emit(kir.Assign(out, op, tuple(args)))
+        return out
+
+    def const(self, value, dtype):
+        return kir.Const(np.dtype(dtype).type(value).item(), np.dtype(dtype))
+
+    def block(self):
+        """Context manager collecting statements into a new list."""
+        builder = self
+
+        class _Block:
+            def __enter__(self):
+                self.stmts = []
+                builder.blocks.append(self.stmts)
+                return self.stmts
+
+            def __exit__(self, *exc):
+                builder.blocks.pop()
+        return _Block()
+
+    # -- resources --
+    def buffer(self, kind, dtype, key=None):
+        spec = kir.BufferSpec(kind, np.dtype(dtype), key)
+        if spec in self.kernel.buffers:
+            return self.kernel.buffers.index(spec)
+        self.kernel.buffers.append(spec)
+        return len(self.kernel.buffers) - 1
+
+    def fault_slot(self, kind, src, **detail):
+        self.kernel.faults.append(kir.FaultSpec(kind, src, detail))
+        return len(self.kernel.faults) - 1
+
+    def faults_buffer(self):
+        return self.buffer("faults", I64)
+
+    def stack(self, info, carry):
+        """The adstack of `carry` of loop `info`: one per (loop, carry) in a kernel."""
+        for k, s in enumerate(self.kernel.stacks):
+            if s.loop_id == info.loop_id and s.carry == carry:
+                return k
+        dtype = np.dtype(info.carry_dtypes[carry])
+        same = [j for j, d in enumerate(info.carry_dtypes) if np.dtype(d) == dtype]
+        self.faults_buffer()
+        spec = kir.StackSpec(
+            loop_id=info.loop_id, carry=carry, dtype=dtype,
+            region=self.buffer("region", dtype, (info.loop_id, dtype.name)),
+            start=self.buffer("start", I64, info.loop_id),
+            cap=self.buffer("cap", I64, info.loop_id),
+            group_size=len(same), index=same.index(carry),
+            fault_slot=self.fault_slot("overflow", info.src, loop_id=info.loop_id, carry=carry,
+                                       dtype=dtype.name))
+        self.kernel.stacks.append(spec)
+        return len(self.kernel.stacks) - 1
+
+    def count(self, loop_id, trips):
+        if loop_id in self.count_loops:
+            if loop_id not in self.kernel.counters:
+                self.kernel.counters.append(loop_id)
+                self.buffer("counts", I64)
+            self.emit(kir.CountMax(self.kernel.counters.index(loop_id), trips))
+
+
+def lower_graph(kb, graph, args):
+    """Lower a (scalar) graph inline; args are the values of its inputs. Returns its outputs."""
+    env = dict(safe_zip(graph.inputs, args))
+    for op in graph.ops:
+        ins = [read(kb, env, x) for x in op.inputs]
+        outs = LOWERINGS[op.prim](kb, op, ins)
+        env.update(safe_zip(op.outputs, outs))
+    return [read(kb, env, x) for x in graph.outputs]
+
+
+def read(kb, env, x):
+    return kb.const(x.value, x.aval.dtype) if isinstance(x, Lit) else env[x]
+
+
+def _elementwise(kb, op, ins):
+    return [kb.assign(op.prim.name, ins, op.outputs[0].aval.dtype)]
+
+
+for _p in prims.REGISTRY.values():
+    if _p.kind == "elementwise":
+        LOWERINGS[_p] = _elementwise
+LOWERINGS[prims.broadcast_p] = lambda kb, op, ins: [ins[0]]
+LOWERINGS[prims.convert_p] = lambda kb, op, ins: [kb.assign("convert", ins,
+                                                             op.params["dtype"])]
+
+
+def _gather(kb, op, ins):
+    table, idx = ins[0], ins[1:]
+    flat = kb.const(0, I64)
+    bad = kb.const(False, BOOL)
+    for axis, (i, dim) in enumerate(zip(idx, table.shape)):
+        i = _to_i64(kb, i)
+        neg = kb.assign("lt", [i, kb.const(0, I64)], BOOL)
+        i = kb.assign("select", [neg, kb.assign("add", [i, kb.const(dim, I64)], I64), i], I64)
+        out = kb.assign("or", [kb.assign("lt", [i, kb.const(0, I64)], BOOL),
+                               kb.assign("ge", [i, kb.const(dim, I64)], BOOL)], BOOL)
+        bad = kb.assign("or", [bad, out], BOOL)
+        i = kb.assign("min", [kb.assign("max", [i, kb.const(0, I64)], I64),
+                              kb.const(max(dim - 1, 0), I64)], I64)
+        stride = int(np.prod(table.shape[axis + 1:], dtype=np.int64))
+        flat = kb.assign("add", [flat, kb.assign("mul", [i, kb.const(stride, I64)], I64)], I64)
+    slot = kb.fault_slot("index", op.src, shape=table.shape)
+    kb.faults_buffer()
+    with kb.block() as then:
+        kb.emit(kir.Fault(slot, kb.const(1, I64)))
+    kb.emit(kir.If(bad, then))
+    out = kir.KVar(table.dtype)
+    kb.emit(kir.Load(out, table.buf, flat))
+    return [out]
+
+
+LOWERINGS[prims.gather_p] = _gather
+
+
+def _to_i64(kb, x):
+    return x if x.dtype == I64 else kb.assign("convert", [x], I64)
+
+
+def _trips_fori(kb, lo, hi):
+    lo, hi = _to_i64(kb, lo), _to_i64(kb, hi)
+    return kb.assign("max", [kb.assign("sub", [hi, lo], I64), kb.const(0, I64)], I64)
+
+
+def _lower_loop(kb, op, ins, tape):
+    info = op.params["info"]
+    bounds, carries, invs = info.split_inputs(ins)
+    returns_token = tape
+    tape = tape and not kb.counting
+    stacks = [kb.stack(info, j) for j in range(info.n_carry)] if tape else []
+    for s in stacks:
+        kb.emit(kir.StackInit(s, kb.const(0, I64)))
+    args = [kir.KVar(d) for d in info.carry_dtypes]
+    if info.kind == "fori":
+        index = kir.KVar(info.index_dtype)
+        with kb.block() as body:
+            for s, a in zip(stacks, args):
+                kb.emit(kir.Push(s, a))
+            yields = lower_graph(kb, info.body, [index] + args + list(invs))
+        outs = [kir.KVar(d) for d in info.carry_dtypes]
+        kb.emit(kir.For(index, bounds[0], bounds[1], False, args, list(carries), body, yields,
+                        outs))
+        trips = _trips_fori(kb, *bounds)
+    else:
+        counter = kir.KVar(I64)
+        with kb.block() as cond_body:
+            cond = lower_graph(kb, info.cond, args + list(invs))[0]
+        with kb.block() as body:
+            for s, a in zip(stacks, args):
+                kb.emit(kir.Push(s, a))
+            yields = lower_graph(kb, info.body, args + list(invs))
+            yields.append(kb.assign("add", [counter, kb.const(1, I64)], I64))
+        outs = [kir.KVar(d) for d in info.carry_dtypes] + [kir.KVar(I64)]
+        kb.emit(kir.While(args + [counter], list(carries) + [kb.const(0, I64)], cond_body, cond,
+                          body, yields, outs))
+        trips = outs.pop()
+    kb.count(info.loop_id, trips)
+    return outs + ([trips] if returns_token else [])
+
+
+def _lower_loop_bwd(kb, op, ins):
+    info, wrt, vjp = op.params["info"], op.params["wrt"], op.params["body_vjp"]
+    token, rest = ins[0], ins[1:]
+    bounds, bars, invs = info.split_inputs(rest)
+    stacks = [kb.stack(info, j) for j in range(info.n_carry)]
+    for s in stacks:
+        kb.emit(kir.StackInit(s, token))
+    nf = len(vjp.float_carries)
+    inv_dtypes = [o.aval.dtype for o in vjp.graph.outputs[info.n_carry + nf:]]
+    init = [bars[j] for j in vjp.float_carries] + [kb.const(0, d) for d in inv_dtypes]
+    loop_args = [kir.KVar(x.dtype) for x in init]
+    k = kir.KVar(I64)
+    with kb.block() as body:
+        popped = [None] * info.n_carry
+        for j in reversed(range(info.n_carry)):
+            popped[j] = kir.KVar(info.carry_dtypes[j])
+            kb.emit(kir.Pop(popped[j], stacks[j]))
+        prefix = []
+        if info.kind == "fori":
+            i = kb.assign("add", [_to_i64(kb, bounds[0]), k], I64)
+            prefix = [i if info.index_dtype == I64 else kb.assign("convert", [i],
+                                                                  info.index_dtype)]
+        outs = lower_graph(kb, vjp.graph, prefix + popped + list(invs) + loop_args[:nf])
+        grads = outs[info.n_carry:]
+        yields = grads[:nf] + [kb.assign("add", [acc, g], acc.dtype)
+                               for acc, g in zip(loop_args[nf:], grads[nf:])]
+    finals = [kir.KVar(x.dtype) for x in init]
+    kb.emit(kir.For(k, kb.const(0, I64), token, True, loop_args, init, body, yields, finals))
+    carry_final = dict(zip(vjp.float_carries, finals[:nf]))
+    return [carry_final[j] for j in wrt.carries] + finals[nf:]
+
+
+LOWERINGS[prims.loop_p] = lambda kb, op, ins: _lower_loop(kb, op, ins, tape=False)
+LOWERINGS[prims.loop_tape_p] = lambda kb, op, ins: _lower_loop(kb, op, ins, tape=True)
+LOWERINGS[prims.loop_bwd_p] = _lower_loop_bwd
+
+
+def element_index(kb, shape, element_shape):
+    """Flat index into a C-contiguous array of `shape` broadcast against element_shape."""
+    tid = kb.kernel.tid
+    shape, element_shape = tuple(shape), tuple(element_shape)
+    if shape == element_shape:
+        return tid
+    lead = len(element_shape) - len(shape)
+    flat = kb.const(0, I64)
+    for axis, dim in enumerate(shape):
+        if dim == 1:
+            continue
+        e_axis = lead + axis
+        inner = int(np.prod(element_shape[e_axis + 1:], dtype=np.int64))
+        coord = kb.assign("mod", [kb.assign("floordiv", [tid, kb.const(inner, I64)], I64),
+                                  kb.const(element_shape[e_axis], I64)], I64)
+        stride = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        flat = kb.assign("add", [flat, kb.assign("mul", [coord, kb.const(stride, I64)], I64)],
+                         I64)
+    return flat
+
+
+def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
+    """A kernel for a fused group. With count_loops, a counting kernel instead: it stores no
+    outputs, only the largest trip count of each listed loop per element."""
+    kb = KernelBuilder(name, count_loops)
+    tables = _table_inputs(ops)
+    env = {}
+    for v in inputs:
+        if v in tables:
+            env[v] = TableRef(kb.buffer("in", v.aval.dtype, v.id), v.aval.shape, v.aval.dtype)
+    for v in inputs:
+        if v not in tables or _used_elementwise(ops, v):
+            out = kir.KVar(v.aval.dtype)
+            buf = kb.buffer("in", v.aval.dtype, v.id)
+            kb.emit(kir.Load(out, buf, element_index(kb, v.aval.shape, element_shape)))
+            if v not in tables:
+                env[v] = out
+            else:
+                env[("elem", v)] = out
+    for op in ops:
+        ins = []
+        for pos, x in enumerate(op.inputs):
+            val = read(kb, env, x) if not (isinstance(env.get(x), TableRef) and
+                                           not _table_use(op, pos)) else env[("elem", x)]
+            ins.append(val)
+        env.update(safe_zip(op.outputs, LOWERINGS[op.prim](kb, op, ins)))
+    if count_loops is None:
+        for v in outputs:
+            kb.emit(kir.Store(kb.buffer("out", v.aval.dtype, v.id), kb.kernel.tid, env[v]))
+    return kb.kernel
+
+
+def _table_use(op, pos):
+    if op.prim is prims.gather_p:
+        return pos == 0
+    if op.prim.kind == "loop":
+        info = op.params["info"]
+        first_inv = len(op.inputs) - len(info.invariant_modes)
+        return pos >= first_inv and info.invariant_modes[pos - first_inv] == "table"
+    return False
+
+
+def _table_inputs(ops):
+    return {x for op in ops for pos, x in enumerate(op.inputs) if _table_use(op, pos)}
+
+
+def _used_elementwise(ops, v):
+    return any(x is v and not _table_use(op, pos) for op in ops for pos, x in enumerate(op.inputs))

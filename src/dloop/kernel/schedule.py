@@ -1,0 +1,86 @@
+"""STAGE 4 — scheduling: a graph becomes a list of steps. Consecutive fusable ops of one
+element shape form a kernel step; host ops (reductions, reshapes) run between kernels."""
+
+from dataclasses import dataclass, field
+
+from ..ir import prims
+from ..ir.graph import Var
+
+
+@dataclass(eq=False)
+class KernelStep:
+    name: str
+    shape: tuple
+    ops: list
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class HostStep:
+    op: object
+
+
+@dataclass(eq=False)
+class Program:
+    inputs: list
+    outputs: list
+    consts: dict
+    steps: list
+    last_use: dict      # Var -> index of the last step that reads it
+
+
+def fusion_shape(op):
+    if op.prim.kind == "loop":
+        return tuple(op.params["info"].shape)
+    return tuple(op.outputs[0].aval.shape)
+
+
+def schedule(graph, consts, name="f"):
+    steps, group = [], None
+    for op in graph.ops:
+        if not op.prim.fusable:
+            group = None
+            steps.append(HostStep(op))
+            continue
+        shape = fusion_shape(op)
+        if group is None or group.shape != shape or _bounds_made_in(group, op):
+            group = KernelStep(f"{name}_k{len(steps)}", shape, [])
+            steps.append(group)
+        group.ops.append(op)
+    _wire(steps, graph)
+    return Program(graph.inputs, graph.outputs, consts, steps, _last_use(steps, graph))
+
+
+def _bounds_made_in(group, op):
+    """A taped loop's bounds must exist before its kernel starts: adstacks are sized from
+    them at launch."""
+    if op.prim is not prims.loop_tape_p:
+        return False
+    made = {o for g in group.ops for o in g.outputs}
+    return any(x in made for x in op.inputs[:op.params["info"].n_bounds])
+
+
+def _wire(steps, graph):
+    used_later = {o for o in graph.outputs if isinstance(o, Var)}
+    for step in reversed(steps):
+        ops = step.ops if isinstance(step, KernelStep) else [step.op]
+        made = {o for op in ops for o in op.outputs}
+        reads = [x for op in ops for x in op.inputs if isinstance(x, Var)]
+        if isinstance(step, KernelStep):
+            step.inputs = list(dict.fromkeys(x for x in reads if x not in made))
+            step.outputs = [o for op in ops for o in op.outputs if o in used_later]
+        used_later.update(reads)
+
+
+def _last_use(steps, graph):
+    last = {}
+    for k, step in enumerate(steps):
+        reads = step.inputs if isinstance(step, KernelStep) else step.op.inputs
+        for x in reads:
+            if isinstance(x, Var):
+                last[x] = k
+    for o in graph.outputs:
+        if isinstance(o, Var):
+            last[o] = len(steps)
+    return last

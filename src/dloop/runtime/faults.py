@@ -1,0 +1,42 @@
+"""After every launch: read the kernel's fault flags and raise the user's error. The flags
+are reset with each launch (a fresh buffer), and many faulting threads give one error."""
+
+import sys
+
+import numpy as np
+
+from ..config import config
+from ..errors import AdstackOverflowError, DloopIndexError
+
+
+def check(kernel, faults, layouts):
+    if not faults[0] or sys.is_finalizing():
+        return
+    for slot, spec in enumerate(kernel.faults):
+        value = int(faults[1 + slot])
+        if value:
+            raise _error(spec, value, layouts)
+
+
+def _error(spec, value, layouts):
+    if spec.kind == "index":
+        return DloopIndexError(f"an index is out of bounds for an array of shape "
+                               f"{spec.detail['shape']} (negative indices count from the end)",
+                               spec.src)
+    layout = layouts.get(spec.detail["loop_id"])
+    capacity = int(layout.cap.max()) if layout is not None and layout.cap.size else 0
+    if config.adstack_capacity is not None:
+        fix = (f"raise dloop.config.adstack_capacity to at least {value}, or set it to None "
+               "so that dloop sizes every stack exactly from the data")
+    else:
+        fix = ("exact sizing should never overflow: please report this with the code that "
+               f"triggers it; dloop.config.update('adstack_capacity', {value}) works around it")
+    return AdstackOverflowError(
+        f"adstack overflow in this loop: the stack of carry {spec.detail['carry']} "
+        f"({spec.detail['dtype']}) holds at most {capacity} entries per element, but an "
+        f"element attempted {value} pushes; the gradient was not computed. To fix: {fix}",
+        spec.src)
+
+
+def empty(kernel):
+    return np.zeros(1 + len(kernel.faults), dtype=np.int64)

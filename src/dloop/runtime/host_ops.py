@@ -1,0 +1,55 @@
+"""Host primitives: whole-array work done by the array library (NumPy here), between kernels."""
+
+import numpy as np
+
+from ..ir import prims
+
+HOST_IMPLS = {}
+
+
+def _reduce(x, *, op, axes):
+    fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
+    return fn(x, axis=axes)
+
+
+def _unbroadcast(g, *, shape):
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape)
+                                      if d == 1 and g.shape[lead + k] != 1)
+    return np.sum(g, axis=axes).reshape(shape) if axes else g.reshape(shape)
+
+
+def _slice_vjp(g, *, key, shape):
+    out = np.zeros(shape, dtype=g.dtype)
+    out[key] = g
+    return out
+
+
+def _prod_vjp(x, g, *, axes):
+    """Cotangent of prod(x, axes): g times the product of the other elements, computed by
+    exclusive prefix and suffix products so that zeros in x are handled exactly."""
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=x.dtype)
+    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1),
+                               axis=-1), -1)
+    others = (before * after).reshape(moved.shape)
+    out = others * np.reshape(g, g.shape + (1,) * len(axes))
+    return np.moveaxis(out, range(x.ndim - len(axes), x.ndim), axes)
+
+
+def _scatter_add(g, *idx, shape):
+    out = np.zeros(shape, dtype=g.dtype)
+    idx = tuple(np.where(i < 0, i + d, i) for i, d in zip(idx, shape))
+    np.add.at(out, idx, g)
+    return out
+
+
+HOST_IMPLS[prims.reduce_p] = _reduce
+HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
+HOST_IMPLS[prims.unbroadcast_p] = _unbroadcast
+HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key])
+HOST_IMPLS[prims.static_slice_vjp_p] = _slice_vjp
+HOST_IMPLS[prims.prod_vjp_p] = _prod_vjp
+HOST_IMPLS[prims.scatter_add_p] = _scatter_add

@@ -1,0 +1,216 @@
+"""STAGE 1 — fori_loop and while_loop: carry checks, per-element vs uniform mode, the loop op."""
+
+import itertools
+
+import numpy as np
+
+from .. import pytree
+from ..errors import DloopTypeError, DloopValueError
+from ..ir import prims
+from ..ir.graph import Aval, LoopInfo
+from . import ops
+from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
+from .source import user_location
+from .tracer import Builder, Tracer, bind, current_builder, is_tracing
+
+_loop_ids = itertools.count()
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """Loop `body_fun` from `lower` to `upper`, threading a carry::
+
+        def fori_loop(lower, upper, body_fun, init_val):
+            val = init_val
+            for i in range(lower, upper):
+                val = body_fun(i, val)
+            return val
+
+    Bounds are Python ints, 0-d integer arrays, or integer arrays: with array bounds, element
+    j of the carry runs its own trip count `upper[j] - lower[j]` (a per-element loop), and the
+    body must be elementwise in the carry. The carry (a pytree of arrays) keeps its structure,
+    shapes and dtypes. Reverse mode keeps each iteration's carry on adstacks sized exactly
+    from the live bounds: memory is the total number of iterations run, times the carry size.
+    """
+    src = user_location()
+    if not is_tracing():
+        from ..api import run_eagerly
+        return run_eagerly(lambda: fori_loop(lower, upper, body_fun, init_val))
+    lo, hi = _bound(lower, "lower", src), _bound(upper, "upper", src)
+    leaves, treedef = _carry_leaves(init_val, src)
+    index_dtype = np.dtype(ops.result_dtype(lo, hi))
+    lo, hi = ops.convert(lo, index_dtype), ops.convert(hi, index_dtype)
+    bound_shape = _broadcast([np.shape(lo), np.shape(hi)], "the lower and upper bounds", src)
+    shape = _element_shape(bound_shape, leaves, treedef, src)
+    with Builder(current_builder()) as child:
+        i = Tracer(child, child.new_input(Aval(bound_shape, index_dtype)))
+        carries = [Tracer(child, child.new_input(_aval(x))) for x in leaves]
+        out = body_fun(i, pytree.unflatten(treedef, carries))
+        body = child.finish(_check_carry_out(out, leaves, treedef, "body_fun", src))
+    info_args = dict(kind="fori", shape=shape, index_dtype=index_dtype, src=src)
+    return _emit_loop([lo, hi], leaves, treedef, [(body, 1 + len(leaves), child)], info_args,
+                      per_element=bool(bound_shape))
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """Repeat `body_fun` while `cond_fun` holds::
+
+        def while_loop(cond_fun, body_fun, init_val):
+            val = init_val
+            while cond_fun(val):
+                val = body_fun(val)
+            return val
+
+    `cond_fun` returns a 0-d boolean (one trip count for all elements) or a boolean array
+    (element j stops on its own when cond_fun(val)[j] is False; the body must then be
+    elementwise in the carry). Reverse mode counts each element's trips in a pre-pass and
+    sizes the adstacks from that count.
+    """
+    src = user_location()
+    if not is_tracing():
+        from ..api import run_eagerly
+        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val))
+    leaves, treedef = _carry_leaves(init_val, src)
+    parent = current_builder()
+    with Builder(parent) as cond_b:
+        carries = [Tracer(cond_b, cond_b.new_input(_aval(x))) for x in leaves]
+        pred = cond_fun(pytree.unflatten(treedef, carries))
+        if not isinstance(pred, (Tracer, np.ndarray, np.generic, bool)) or \
+                np.dtype(ops.result_dtype(pred)) != np.bool_:
+            got = ops.result_dtype(pred).name if hasattr(pred, "dtype") or \
+                isinstance(pred, (int, float)) else type(pred).__name__
+            raise DloopTypeError(f"cond_fun must return a boolean (0-d, or a boolean array for "
+                                 f"per-element loops), got {got}; compare, e.g. "
+                                 "`err > tol`", src)
+        cond = cond_b.finish([pred])
+    cond_shape = np.shape(pred)
+    shape = _element_shape(cond_shape, leaves, treedef, src)
+    with Builder(parent) as body_b:
+        carries = [Tracer(body_b, body_b.new_input(_aval(x))) for x in leaves]
+        out = body_fun(pytree.unflatten(treedef, carries))
+        body = body_b.finish(_check_carry_out(out, leaves, treedef, "body_fun", src))
+    info_args = dict(kind="while", shape=shape, src=src)
+    return _emit_loop([], leaves, treedef,
+                      [(cond, len(leaves), cond_b), (body, len(leaves), body_b)],
+                      info_args, per_element=bool(cond_shape))
+
+
+def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
+    """traced: [(graph, n_fixed_inputs, builder)] for (cond,) body. Emits the loop op."""
+    src, shape = info_args["src"], info_args["shape"]
+    parents = list(dict.fromkeys(p for _, _, b in traced for p in b.captures))
+    modes = {p: set() for p in parents}
+    for graph, n_fixed, b in traced:
+        inner_to_parent = {inner: p for p, inner in b.captures.items()}
+        for inner, used in invariant_uses(graph, inner_to_parent).items():
+            modes[inner_to_parent[inner]] |= used
+    slots = [(p, m) for p in parents for m in sorted(modes[p] or {"elem"})]
+    try:
+        scalar = [scalarize(g, n, b.captures, slots, shape) for g, n, b in traced]
+    except MixingError as err:
+        raise mixing_error(err, per_element, src) from None
+    info = LoopInfo(loop_id=next(_loop_ids), carry_dtypes=tuple(_aval(x).dtype for x in leaves),
+                    invariant_modes=tuple(m for _, m in slots), body=scalar[-1],
+                    cond=scalar[0] if len(scalar) == 2 else None, **info_args)
+    builder = current_builder()
+    carries = [ops.broadcast_to(x, shape) for x in leaves]
+    invariants = [Tracer(builder, p) for p, _ in slots]
+    outs = bind(prims.loop_p, list(bounds) + carries + invariants, {"info": info}, src=src,
+                builder=builder)
+    outs = [_unreplicate(o, np.shape(x)) for o, x in zip(outs, leaves)]
+    return pytree.unflatten(treedef, outs)
+
+
+def _unreplicate(out, shape):
+    """Undo the broadcast of a carry that was smaller than the element shape: every element
+    computed the same value, so the first one along each broadcast axis is the answer."""
+    if out.shape == tuple(shape):
+        return out
+    lead = len(out.shape) - len(shape)
+    key = tuple(0 for _ in range(lead)) + tuple(
+        slice(0, 1) if d == 1 else slice(None) for d in shape)
+    return ops.reshape(ops.getitem(out, key), shape)
+
+
+def _aval(x):
+    return Aval(tuple(np.shape(x)), np.dtype(ops.result_dtype(x)))
+
+
+def _bound(b, name, src):
+    if isinstance(b, (bool, np.bool_)) or not (isinstance(b, (int, np.integer)) or (
+            isinstance(b, (Tracer, np.ndarray)) and np.issubdtype(b.dtype, np.integer))):
+        kind = getattr(b, "dtype", type(b).__name__)
+        raise DloopTypeError(f"fori_loop's {name} bound must be an integer (Python int or "
+                             f"integer array), got {kind}; convert with .astype(np.int64)", src)
+    return b
+
+
+def _carry_leaves(init, src):
+    leaves, treedef = pytree.flatten(init)
+    out = []
+    for path, x in zip(pytree.leaf_paths(treedef), leaves):
+        if isinstance(x, (bool, int, float)):
+            x = np.asarray(x)
+        if not isinstance(x, (Tracer, np.ndarray, np.generic)):
+            raise DloopTypeError(f"{path} of the initial carry is a {type(x).__name__}; carries "
+                                 "must be arrays or numbers", src)
+        dt = np.dtype(x.dtype)
+        if not (dt == np.bool_ or dt in (np.int32, np.int64, np.float32, np.float64)):
+            raise DloopTypeError(f"{path} has dtype {dt.name}; supported: bool, int32, int64, "
+                                 "float32, float64", src)
+        out.append(np.asarray(x) if isinstance(x, np.generic) else x)
+    return out, treedef
+
+
+def _broadcast(shapes, what, src):
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise DloopValueError(f"the shapes of {what} do not broadcast: "
+                              f"{', '.join(map(str, shapes))}", src) from None
+
+
+def _element_shape(bound_shape, leaves, treedef, src):
+    """The shape over which elements run their own loops: bounds and carries broadcast."""
+    if bound_shape:
+        for path, x in zip(pytree.leaf_paths(treedef), leaves):
+            joint = _try_broadcast(np.shape(x), bound_shape)
+            if joint is None:
+                raise DloopValueError(
+                    f"per-element bounds of shape {bound_shape} do not broadcast against {path} "
+                    f"of shape {np.shape(x)}; give them compatible shapes or use scalar bounds",
+                    src)
+            if joint != tuple(np.shape(x)):
+                raise DloopValueError(
+                    f"{path} has shape {np.shape(x)}, smaller than the per-element bounds' shape "
+                    f"{bound_shape}: every element needs its own carry value; broadcast it first "
+                    f"(np.broadcast_to(v, {bound_shape}))", src)
+    return _broadcast([bound_shape] + [np.shape(x) for x in leaves],
+                      "the carry leaves and the bounds", src)
+
+
+def _try_broadcast(a, b):
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        return None
+
+
+def _check_carry_out(out, leaves, treedef, fname, src):
+    out_leaves, out_td = pytree.flatten(out)
+    if out_td != treedef:
+        raise DloopTypeError(f"{fname} must return a carry with the structure of the initial "
+                             f"carry {pytree.describe(treedef)}, got {pytree.describe(out_td)}",
+                             src)
+    checked = []
+    for path, new, old in zip(pytree.leaf_paths(treedef), out_leaves, leaves):
+        want = _aval(old)
+        if isinstance(new, (bool, int, float)):
+            new = np.asarray(new, dtype=want.dtype)
+        got = _aval(new)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            raise DloopTypeError(
+                f"{fname} changed {path} from {want.dtype.name}{list(want.shape)} to "
+                f"{got.dtype.name}{list(got.shape)}; a loop carry keeps its shape and dtype "
+                f"(cast with .astype(np.{want.dtype.name}) or fix the initial value)", src)
+        checked.append(new)
+    return checked

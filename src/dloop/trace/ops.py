@@ -1,0 +1,344 @@
+"""STAGE 1 — the operations users reach on traced arrays, with the array API's type promotion.
+Operands that are all concrete are computed at once with NumPy (constant folding)."""
+
+import builtins
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from ..errors import DloopIndexError, DloopNotImplementedError, DloopTypeError, DloopValueError
+from ..ir import prims
+from ..ir.semantics import evaluate
+from .source import user_location
+from .tracer import Tracer, bind1
+
+P = prims.REGISTRY
+FLOAT64 = np.dtype(np.float64)
+
+
+def is_traced(*xs):
+    return builtins.any(isinstance(x, Tracer) for x in xs)
+
+
+def _check_operand(x):
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
+        return x
+    if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise DloopTypeError(f"unsupported operand of type {type(x).__name__}", user_location())
+
+
+def dtype_of(x):
+    return x.dtype if isinstance(x, (Tracer, np.ndarray, np.generic)) else None
+
+
+def result_dtype(*xs):
+    """Array-API promotion; Python scalars are weak (they take the array's dtype)."""
+    strong = [dtype_of(x) for x in xs if dtype_of(x) is not None]
+    weak = [x for x in xs if dtype_of(x) is None]
+    if not strong:
+        return np.result_type(*weak)
+    return np.result_type(*strong, *weak)
+
+
+def convert(x, dtype):
+    dtype = np.dtype(dtype)
+    if isinstance(x, Tracer):
+        return x if x.dtype == dtype else bind1(P["convert"], [x], {"dtype": dtype})
+    if isinstance(x, (bool, int, float)):
+        return dtype.type(x)
+    return np.asarray(x).astype(dtype)
+
+
+def _apply(name, args, **params):
+    if is_traced(*args):
+        return bind1(P[name], list(args), params)
+    return evaluate(name, [np.asarray(a) for a in args], params)
+
+
+def _floating(dtype):
+    return dtype if np.issubdtype(dtype, np.floating) else FLOAT64
+
+
+def unary(name, x, float_only=False):
+    x = _check_operand(x)
+    dt = result_dtype(x)
+    if float_only:
+        dt = _floating(dt)
+    return _apply(name, [convert(x, dt)])
+
+
+def binary(name, a, b, float_only=False):
+    a, b = _check_operand(a), _check_operand(b)
+    dt = result_dtype(a, b)
+    if float_only:
+        dt = _floating(dt)
+    return _apply(name, [convert(a, dt), convert(b, dt)])
+
+
+def compare(name, a, b):
+    a, b = _check_operand(a), _check_operand(b)
+    dt = result_dtype(a, b)
+    return _apply(name, [convert(a, dt), convert(b, dt)])
+
+
+def logical(name, a, b=None):
+    args = [_check_operand(a)] + ([] if b is None else [_check_operand(b)])
+    dt = result_dtype(*args)
+    if dt != bool and not np.issubdtype(dt, np.integer):
+        raise DloopTypeError(f"logical/bitwise '{name}' needs boolean or integer operands, "
+                             f"got {dt.name}", user_location())
+    return _apply(name, [convert(x, dt) for x in args])
+
+
+def logical_op(name, a, b=None):
+    """logical_and/or/xor/not: operands are read as booleans."""
+    args = [convert(_check_operand(x), bool) for x in ([a] if b is None else [a, b])]
+    return _apply(name, args)
+
+
+def where(cond, a, b):
+    cond, a, b = _check_operand(cond), _check_operand(a), _check_operand(b)
+    dt = result_dtype(a, b)
+    return _apply("select", [convert(cond, bool), convert(a, dt), convert(b, dt)])
+
+
+def power(a, b):
+    a, b = _check_operand(a), _check_operand(b)
+    if isinstance(b, int) and not isinstance(b, bool) and -4 <= b <= 4:
+        return _small_integer_power(a, b)
+    dt = result_dtype(a, b)
+    if np.issubdtype(dt, np.integer) and is_traced(a, b):
+        raise DloopNotImplementedError(
+            "integer ** integer with a traced operand is supported only for a literal exponent "
+            "in -4..4; convert to float first (x.astype(np.float64))", user_location())
+    return _apply("pow", [convert(a, dt), convert(b, dt)])
+
+
+def _small_integer_power(a, k):
+    dt = result_dtype(a, k)
+    if k < 0 and np.issubdtype(dt, np.integer):
+        raise DloopValueError("integers to negative integer powers are not allowed",
+                              user_location())
+    a = convert(a, dt)
+    if k == 0:
+        return add(multiply(a, 0), 1)
+    out = a
+    for _ in range(abs(k) - 1):
+        out = multiply(out, a)
+    return divide(1, out) if k < 0 else out
+
+
+def add(a, b):
+    return binary("add", a, b)
+
+
+def subtract(a, b):
+    return binary("sub", a, b)
+
+
+def multiply(a, b):
+    return binary("mul", a, b)
+
+
+def divide(a, b):
+    return binary("div", a, b, float_only=True)
+
+
+def square(x):
+    return multiply(x, x)
+
+
+def clip(x, min=None, max=None):
+    if min is not None:
+        x = binary("max", x, min)
+    if max is not None:
+        x = binary("min", x, max)
+    return x
+
+
+def astype(x, dtype, copy=True):
+    return convert(_check_operand(x), dtype)
+
+
+def broadcast_to(x, shape):
+    x = _check_operand(x)
+    shape = tuple(int(d) for d in shape)
+    try:
+        np.broadcast_shapes(np.shape(x), shape)
+    except ValueError:
+        raise DloopValueError(f"cannot broadcast shape {np.shape(x)} to {shape}",
+                              user_location()) from None
+    if not isinstance(x, Tracer):
+        return np.broadcast_to(x, shape)
+    return x if x.shape == shape else bind1(P["broadcast_to"], [x], {"shape": shape})
+
+
+# ---- reductions (outside loops: how a loss is formed) ----
+
+def _axes(x, axis):
+    nd = np.ndim(x)
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    try:
+        return tuple(sorted(normalize_axis_tuple(axes, nd)))
+    except Exception:
+        raise DloopValueError(f"axis {axis} is out of range for an array of {nd} dimensions",
+                              user_location()) from None
+
+
+def _reduce(op, x, axis, keepdims, dtype=None):
+    x = _check_operand(x)
+    if dtype is not None:
+        x = convert(x, dtype)
+    elif op in ("sum", "prod") and (x.dtype == bool or np.issubdtype(x.dtype, np.integer)):
+        x = convert(x, np.int64)
+    axes = _axes(x, axis)
+    if not isinstance(x, Tracer):
+        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
+        return fn(x, axis=axes, keepdims=keepdims)
+    if op in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
+        raise DloopValueError(f"{op} of an empty array has no identity", user_location())
+    out = bind1(P["reduce"], [x], {"op": op, "axes": axes})
+    if keepdims:
+        shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+        out = reshape(out, shape)
+    return out
+
+
+def sum(x, axis=None, dtype=None, keepdims=False):
+    return _reduce("sum", x, axis, keepdims, dtype)
+
+
+def prod(x, axis=None, dtype=None, keepdims=False):
+    return _reduce("prod", x, axis, keepdims, dtype)
+
+
+def max(x, axis=None, keepdims=False):
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    return _reduce("min", x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False, dtype=None):
+    x = _check_operand(x)
+    x = convert(x, dtype or _floating(result_dtype(x)))
+    count = int(np.prod([np.shape(x)[a] for a in _axes(x, axis)], dtype=np.int64))
+    return divide(sum(x, axis=axis, keepdims=keepdims), count)
+
+
+def reshape(x, shape):
+    x = _check_operand(x)
+    try:
+        shape = np.empty(np.shape(x), dtype=bool).reshape(shape).shape
+    except (ValueError, TypeError) as e:
+        raise DloopValueError(f"cannot reshape {np.shape(x)} to {shape}: {e}",
+                              user_location()) from None
+    if not isinstance(x, Tracer):
+        return np.reshape(x, shape)
+    return x if x.shape == shape else bind1(P["reshape"], [x], {"shape": shape})
+
+
+def permute_dims(x, axes):
+    x = _check_operand(x)
+    axes = tuple(int(a) for a in axes)
+    if not isinstance(x, Tracer):
+        return np.transpose(x, axes)
+    if axes == tuple(range(x.ndim)):
+        return x
+    raise DloopNotImplementedError("transposing a traced array of 2 or more dimensions is not "
+                                   "supported yet", user_location())
+
+
+def transpose(x):
+    return permute_dims(x, tuple(reversed(range(np.ndim(x)))))
+
+
+# ---- indexing ----
+
+def getitem(x, key):
+    key = key if isinstance(key, tuple) else (key,)
+    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
+        return take_nd(x, key)
+    if not isinstance(x, Tracer):
+        return x[key]
+    try:
+        out_shape = np.empty(x.shape, dtype=bool)[key].shape
+    except IndexError as e:
+        raise DloopIndexError(str(e), user_location()) from None
+    except TypeError as e:
+        raise DloopTypeError(f"unsupported index {key!r}: {e}", user_location()) from None
+    return bind1(P["static_slice"], [x], {"key": key, "shape": out_shape})
+
+
+def take_nd(x, key):
+    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x."""
+    x = _check_operand(x)
+    if len(key) != np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
+                                              for k in key):
+        raise DloopNotImplementedError(
+            f"indexing with traced indices needs one integer index per axis (x has {np.ndim(x)} "
+            "axes); slices mixed with traced indices are not supported yet", user_location())
+    idx = []
+    for k in key:
+        k = _check_operand(k)
+        dt = result_dtype(k)
+        if not (np.issubdtype(dt, np.integer)):
+            raise DloopTypeError(f"array indices must be integers, got {dt.name}",
+                                 user_location())
+        idx.append(convert(k, np.int64))
+    if not is_traced(x, *idx):
+        return np.asarray(x)[tuple(idx)]
+    return bind1(P["gather"], [x, *idx])
+
+
+def take(x, indices, axis=None):
+    if axis not in (None, 0) or (axis is None and np.ndim(x) != 1):
+        if axis is None:
+            x = reshape(x, (-1,))
+        else:
+            raise DloopNotImplementedError("take along an axis other than 0 is not supported "
+                                           "yet", user_location())
+    if np.ndim(x) != 1:
+        raise DloopNotImplementedError("take from arrays of 2 or more dimensions is not "
+                                       "supported yet; index with one index per axis instead",
+                                       user_location())
+    return take_nd(x, (indices,))
+
+
+def _install_operators():
+    def rop(fn):
+        return lambda self, other: fn(other, self)
+
+    table = {
+        "__add__": add, "__radd__": rop(add), "__sub__": subtract, "__rsub__": rop(subtract),
+        "__mul__": multiply, "__rmul__": rop(multiply), "__truediv__": divide,
+        "__rtruediv__": rop(divide),
+        "__floordiv__": lambda a, b: binary("floordiv", a, b),
+        "__rfloordiv__": lambda a, b: binary("floordiv", b, a),
+        "__mod__": lambda a, b: binary("mod", a, b), "__rmod__": lambda a, b: binary("mod", b, a),
+        "__pow__": power, "__rpow__": rop(power),
+        "__neg__": lambda a: unary("neg", a), "__pos__": lambda a: a,
+        "__abs__": lambda a: unary("abs", a),
+        "__lt__": lambda a, b: compare("lt", a, b), "__le__": lambda a, b: compare("le", a, b),
+        "__gt__": lambda a, b: compare("gt", a, b), "__ge__": lambda a, b: compare("ge", a, b),
+        "__eq__": lambda a, b: compare("eq", a, b), "__ne__": lambda a, b: compare("ne", a, b),
+        "__and__": lambda a, b: logical("and", a, b), "__rand__": lambda a, b: logical("and", b, a),
+        "__or__": lambda a, b: logical("or", a, b), "__ror__": lambda a, b: logical("or", b, a),
+        "__xor__": lambda a, b: logical("xor", a, b), "__rxor__": lambda a, b: logical("xor", b, a),
+        "__invert__": lambda a: logical("not", a),
+        "__getitem__": getitem,
+        "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod, "astype": astype,
+        "reshape": lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape),
+        "transpose": transpose,
+    }
+    for name, fn in table.items():
+        setattr(Tracer, name, fn)
+    Tracer.T = property(transpose)
+
+
+_install_operators()
+

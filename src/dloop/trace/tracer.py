@@ -1,0 +1,207 @@
+"""STAGE 1 — tracing: builders record ops into graphs; tracers stand for the arrays they hold.
+
+A builder per graph being traced: the function's top level, and one per loop body, nested.
+An op is recorded in the innermost builder that owns one of its operands, so work that does
+not depend on a loop's carry or index is hoisted out of the loop by construction."""
+
+import threading
+
+import numpy as np
+
+from ..errors import DloopTypeError, DloopValueError
+from ..ir.graph import Graph, Lit, Op, Var, new_var
+from ..ir.prims import out_avals
+from .source import user_location
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_state = _State()
+
+
+class Builder:
+    def __init__(self, parent=None):
+        self.parent = parent
+        self.ops = []
+        self.inputs = []
+        self.captures = {}        # parent-level Var -> input Var of this builder
+        self.consts = {}          # top level only: const Var -> np.ndarray
+        self._const_ids = {}
+        self.active = True
+
+    def __enter__(self):
+        _state.stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _state.stack.pop()
+        self.active = False
+
+    def new_input(self, aval):
+        var = Var(aval)
+        self.inputs.append(var)
+        return var
+
+    def is_ancestor_of(self, other):
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+    def lift(self, x):
+        """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
+        if isinstance(x, Tracer):
+            return self._lift_var(x.var, x.builder)
+        if isinstance(x, (bool, int, float)):
+            return Lit(x, np.result_type(x))
+        if isinstance(x, np.generic):
+            return Lit(x.item(), x.dtype)
+        return self._lift_var(self._root().const_var(np.asarray(x)), self._root())
+
+    def _root(self):
+        b = self
+        while b.parent is not None:
+            b = b.parent
+        return b
+
+    def const_var(self, array):
+        var = self._const_ids.get(id(array))
+        if var is None:
+            var = new_var(array.shape, array.dtype)
+            self.consts[var] = array
+            self._const_ids[id(array)] = var
+        return var
+
+    def _lift_var(self, var, owner):
+        if owner is self:
+            return var
+        if self.parent is None or not owner.is_ancestor_of(self.parent):
+            raise DloopValueError(
+                "a traced value was used outside the function or loop body that made it; "
+                "return it from the loop body (as part of the carry) instead", user_location())
+        outer = self.parent._lift_var(var, owner)
+        inner = self.captures.get(outer)
+        if inner is None:
+            inner = Var(outer.aval)
+            self.captures[outer] = inner
+        return inner
+
+    def emit(self, prim, inputs, params, src):
+        outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
+        self.ops.append(Op(prim, list(inputs), outs, dict(params), src))
+        return outs
+
+    def finish(self, outputs):
+        """The traced graph: declared inputs first, then captured values, in capture order."""
+        outs = [self.lift(o) for o in outputs]
+        return Graph(self.inputs + list(self.captures.values()), outs, self.ops)
+
+
+def current_builder():
+    return _state.stack[-1] if _state.stack else None
+
+
+def is_tracing():
+    return bool(_state.stack)
+
+
+def _target_builder(args):
+    target = None
+    for a in args:
+        if isinstance(a, Tracer):
+            if not a.builder.active:
+                raise DloopValueError(
+                    "a traced value escaped the function or loop body that made it (stored in "
+                    "a global or a closure?); return it instead", user_location())
+            if target is None or target.is_ancestor_of(a.builder):
+                target = a.builder
+            elif not a.builder.is_ancestor_of(target):
+                raise DloopValueError("values from two unrelated traces were combined",
+                                      user_location())
+    return target
+
+
+def bind(prim, args, params=None, src=None, builder=None):
+    """Record prim applied to args (tracers, arrays, scalars); return one Tracer per output."""
+    params = params or {}
+    builder = builder or _target_builder(args)
+    if builder is None:
+        raise AssertionError("bind needs at least one traced operand; fold constants before")
+    src = src or user_location()
+    outs = builder.emit(prim, [builder.lift(a) for a in args], params, src)
+    return [Tracer(builder, v) for v in outs]
+
+
+def bind1(prim, args, params=None):
+    return bind(prim, args, params)[0]
+
+
+_CONCRETE_HELP = ("a traced array has no concrete value while dloop traces your function. "
+                  "Use dloop.while_loop / fori_loop for loops whose trip count is data, and "
+                  "np.where instead of Python if/else on array values")
+
+
+class Tracer:
+    """An array being traced. Behaves like an immutable array of fixed shape and dtype."""
+    __slots__ = ("builder", "var")
+    __array_priority__ = 1000
+
+    def __init__(self, builder, var):
+        self.builder = builder
+        self.var = var
+
+    shape = property(lambda self: self.var.aval.shape)
+    dtype = property(lambda self: self.var.aval.dtype)
+    ndim = property(lambda self: len(self.var.aval.shape))
+    size = property(lambda self: self.var.aval.size)
+
+    def __repr__(self):
+        return f"Tracer<{self.var.aval}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise DloopTypeError("len() of a 0-d array", user_location())
+        return self.shape[0]
+
+    def __bool__(self):
+        raise DloopTypeError(f"cannot convert a traced array to bool: {_CONCRETE_HELP}",
+                             user_location())
+
+    def __array__(self, *args, **kwargs):
+        raise DloopTypeError(
+            "cannot convert a traced array to a NumPy array. If you indexed a NumPy array with "
+            "a traced index (table[i]), write np.take(table, i) or wrap the table with "
+            f"np.asarray inside a traced function; otherwise: {_CONCRETE_HELP}", user_location())
+
+    def _no_concrete(self, *args):
+        raise DloopTypeError(f"cannot use a traced array as a Python number: {_CONCRETE_HELP}",
+                             user_location())
+
+    __index__ = __int__ = __float__ = __complex__ = _no_concrete
+
+    def __iter__(self):
+        raise DloopTypeError("iterating over a traced array is not supported; index it or use "
+                             "a loop primitive", user_location())
+
+    def __setitem__(self, key, value):
+        raise DloopTypeError("traced arrays are immutable; build a new array with np.where",
+                             user_location())
+
+    def __hash__(self):
+        return id(self)
+
+    def __array_namespace__(self, api_version=None):
+        from . import array_api
+        return array_api
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .numpy_hooks import array_ufunc
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from .numpy_hooks import array_function
+        return array_function(func, args, kwargs)
