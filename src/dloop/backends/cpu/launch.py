@@ -1,0 +1,49 @@
+"""STAGE 5 — cpu: the backend. A thread pool calls the JIT-compiled kernel on chunks of
+threads; ctypes releases the GIL during each call, so every core works. Chunks are small
+enough that elements with long loops do not leave cores idle."""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from ...config import config
+from ..base import Backend
+from .compile import compile_llvm
+from .render import render
+
+_MIN_CHUNK = 256
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def __init__(self):
+        super().__init__()
+        self._pool = None
+        self._workers = 0
+
+    def _compile(self, kernel):
+        text = render(kernel)
+        if config.debug:
+            print(f"dloop: kernel IR\n{kernel}\ndloop: LLVM IR\n{text}")
+        return compile_llvm(text, len(kernel.buffers))
+
+    def _executor(self):
+        workers = config.num_threads or os.cpu_count() or 1
+        if self._pool is None or workers != self._workers:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dloop")
+            self._workers = workers
+        return self._pool, workers
+
+    def launch(self, compiled, n_threads, buffers):
+        addresses = [b.ctypes.data for b in buffers]
+        pool, workers = self._executor()
+        if workers == 1 or n_threads < 2 * _MIN_CHUNK:
+            compiled.call(0, n_threads, n_threads, *addresses)
+            return
+        chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
+        futures = [pool.submit(compiled.call, start, min(start + chunk, n_threads), n_threads,
+                               *addresses) for start in range(0, n_threads, chunk)]
+        for f in futures:
+            f.result()
