@@ -13,6 +13,7 @@ from .backends.base import get_backend
 from .config import config
 from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from .ir.graph import Aval, Graph, Var
+from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
 from .trace.source import user_location
@@ -58,6 +59,7 @@ def _trace(fn, args, where):
 
 
 def _run(graph, consts, args):
+    check_graph(graph, consts)
     backend = _backend()
     program = schedule(graph, consts)
     return Execution(backend).run(program, args)
@@ -171,6 +173,7 @@ def vjp(fun, *primals, has_aux=False):
             raise DloopTypeError(f"vjp needs float outputs, got {o.aval.dtype.name}", where)
     joint = vjp_graph(Graph(graph.inputs, graph.outputs[:n_main], graph.ops),
                       list(range(len(arrays))))
+    check_graph(joint, consts)
     fwd, bwd, residuals = _split(joint, n_main, len(graph.inputs))
     aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
     execution = Execution(_backend())

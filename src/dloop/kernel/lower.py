@@ -196,7 +196,7 @@ def _lower_loop(kb, op, ins, tape):
         outs = [kir.KVar(d) for d in info.carry_dtypes] + [kir.KVar(I64)]
         kb.emit(kir.While(args + [counter], list(carries) + [kb.const(0, I64)], cond_body, cond,
                           body, yields, outs))
-        trips = outs.pop()
+        outs, trips = outs[:-1], outs[-1]
     kb.count(info.loop_id, trips)
     return outs + ([trips] if returns_token else [])
 

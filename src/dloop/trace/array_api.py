@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import DloopNotImplementedError
 from . import ops
 from .source import user_location
+from .tracer import Tracer, current_builder, is_tracing
 
 bool = np.bool_
 int32, int64 = np.int32, np.int64
@@ -67,6 +68,12 @@ reshape, broadcast_to, permute_dims, take = ops.reshape, ops.broadcast_to, ops.p
 
 
 def asarray(x, dtype=None, copy=None, device=None):
+    """Inside a traced function, an array of this namespace: a tracer, so that a NumPy table
+    can be indexed by traced indices (xp.asarray(table)[i])."""
+    if not isinstance(x, Tracer) and is_tracing():
+        builder = current_builder()
+        x = Tracer(builder, builder.lift(x if isinstance(x, (bool, int, float)) else
+                                         np.asarray(x)))
     return x if dtype is None else ops.astype(x, dtype)
 
 

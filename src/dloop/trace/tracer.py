@@ -174,8 +174,9 @@ class Tracer:
     def __array__(self, *args, **kwargs):
         raise DloopTypeError(
             "cannot convert a traced array to a NumPy array. If you indexed a NumPy array with "
-            "a traced index (table[i]), write np.take(table, i) or wrap the table with "
-            f"np.asarray inside a traced function; otherwise: {_CONCRETE_HELP}", user_location())
+            "a traced index (table[i]), write xp.asarray(table)[i] with "
+            "xp = array_api_compat.array_namespace(i); otherwise: " + _CONCRETE_HELP,
+            user_location())
 
     def _no_concrete(self, *args):
         raise DloopTypeError(f"cannot use a traced array as a Python number: {_CONCRETE_HELP}",
