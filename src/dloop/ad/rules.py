@@ -4,6 +4,8 @@ cotangents. Operands broadcast, so each cotangent is summed back to its operand'
 
 import math
 
+import numpy as np
+
 from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .vjp import VJP_RULES
@@ -153,6 +155,11 @@ def _reshape_rule(em, op, bars, needs, context):
     return [em.op("reshape", bars[0], shape=op.inputs[0].aval.shape)]
 
 
+def _transpose_rule(em, op, bars, needs, context):
+    inverse = tuple(int(k) for k in np.argsort(op.params["axes"]))
+    return [em.op("transpose", bars[0], axes=inverse)]
+
+
 def _slice_rule(em, op, bars, needs, context):
     return [em.op("static_slice_vjp", bars[0], key=op.params["key"],
                   shape=op.inputs[0].aval.shape)]
@@ -170,4 +177,5 @@ def _gather_rule(em, op, bars, needs, context):
 VJP_RULES[prims.reduce_p] = _reduce_rule
 VJP_RULES[prims.reshape_p] = _reshape_rule
 VJP_RULES[prims.static_slice_p] = _slice_rule
+VJP_RULES[prims.transpose_p] = _transpose_rule
 VJP_RULES[prims.gather_p] = _gather_rule

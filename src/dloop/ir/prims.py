@@ -85,6 +85,8 @@ def _reduced_shape(shape, axes):
 reduce_p = _make("reduce", "host",
                  lambda a, *, op, axes: [(_reduced_shape(a.shape, axes), a.dtype)])
 reshape_p = _make("reshape", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
+transpose_p = _make("transpose", "host",
+                    lambda a, *, axes: [(tuple(a.shape[k] for k in axes), a.dtype)])
 unbroadcast_p = _make("unbroadcast", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
 static_slice_p = _make("static_slice", "host",
                        lambda a, *, key, shape: [(tuple(shape), a.dtype)])

@@ -48,6 +48,7 @@ def _scatter_add(g, *idx, shape):
 
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
+HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
 HOST_IMPLS[prims.unbroadcast_p] = _unbroadcast
 HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key])
 HOST_IMPLS[prims.static_slice_vjp_p] = _slice_vjp

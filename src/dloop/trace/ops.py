@@ -247,10 +247,12 @@ def permute_dims(x, axes):
     axes = tuple(int(a) for a in axes)
     if not isinstance(x, Tracer):
         return np.transpose(x, axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise DloopValueError(f"axes {axes} are not a permutation of {x.ndim} axes",
+                              user_location())
     if axes == tuple(range(x.ndim)):
         return x
-    raise DloopNotImplementedError("transposing a traced array of 2 or more dimensions is not "
-                                   "supported yet", user_location())
+    return bind1(P["transpose"], [x], {"axes": axes})
 
 
 def transpose(x):

@@ -1,0 +1,181 @@
+"""One test per user error: its class, that the message names the line of this file that
+caused it, and that the next call in the same process still works."""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+
+X = np.linspace(0.1, 1.0, 4)
+N = np.array([1, 2, 3, 4])
+
+
+def line_of(marker):
+    with open(__file__) as f:
+        for number, text in enumerate(f, 1):
+            if text.rstrip().endswith(f"# {marker}") and "line_of" not in text:
+                return f"{__file__}:{number}"
+    raise AssertionError(marker)
+
+
+def check(excinfo, cls, marker, *phrases):
+    assert isinstance(excinfo.value, cls), type(excinfo.value)
+    assert isinstance(excinfo.value, dl.DloopError)
+    message = str(excinfo.value)
+    assert line_of(marker) in message, message
+    for phrase in phrases:
+        assert phrase in message, message
+    # Nothing is left broken: a correct gradient right after.
+    g = dl.grad(lambda x: dl.fori_loop(0, N, lambda i, v: v * 2.0, x).sum())(X)
+    np.testing.assert_allclose(g, 2.0 ** N)
+
+
+def test_grad_with_respect_to_integer_argument(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda k: (k * 2.0).sum())(np.arange(3))  # E-int-arg
+    check(e, dl.DloopTypeError, "E-int-arg", "args[0]", "int64", "float")
+
+
+def test_grad_with_respect_to_boolean_argument(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x, b: (x * b).sum(), argnums=1)(X, np.ones(4, bool))  # E-bool-arg
+    check(e, dl.DloopTypeError, "E-bool-arg", "args[1]", "bool")
+
+
+def test_body_changes_carry_structure(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N, lambda i, c: (c[0], c[1], c[0]), (X, X))  # E-structure
+    check(e, dl.DloopTypeError, "E-structure", "structure")
+
+
+def test_body_changes_carry_shape(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, 3, lambda i, v: v[:2], X)  # E-shape
+    check(e, dl.DloopTypeError, "E-shape", "carry", "[4]", "[2]")
+
+
+def test_body_changes_carry_dtype(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N, lambda i, c: {"a": c["a"] * 1.5}, {"a": np.arange(4)})  # E-dtype
+    check(e, dl.DloopTypeError, "E-dtype", "carry['a']", "int64", "float64", ".astype")
+
+
+def test_cond_returns_non_boolean(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.while_loop(lambda v: v - 1.0, lambda v: v * 0.5, X)  # E-cond
+    check(e, dl.DloopTypeError, "E-cond", "boolean", "float64")
+
+
+def test_float_bounds(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N * 1.0, lambda i, v: v * 2.0, X)  # E-float-bound
+    check(e, dl.DloopTypeError, "E-float-bound", "upper", "integer")
+
+
+def test_bounds_do_not_broadcast_against_carry(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, np.array([1, 2, 3]), lambda i, v: v * 2.0, X)  # E-broadcast
+    check(e, dl.DloopValueError, "E-broadcast", "(3,)", "(4,)")
+
+
+def test_carry_smaller_than_per_element_bounds(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, N, lambda i, v: v * 2.0, np.float64(1.0))  # E-small-carry
+    check(e, dl.DloopValueError, "E-small-carry", "broadcast_to")
+
+
+def test_grad_of_non_scalar_output(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: x * 2.0)(X)  # E-nonscalar
+    check(e, dl.DloopTypeError, "E-nonscalar", "0-d", ".sum()")
+
+
+def test_grad_of_integer_output(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: (x > 0.5).sum())(X)  # E-int-output
+    check(e, dl.DloopTypeError, "E-int-output", "0-d float")
+
+
+def test_body_mixes_elements_under_per_element_bounds(backend):
+    def body(i, v):
+        return v + v.sum()  # E-mixing
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, N, body, X)
+    check(e, dl.DloopValueError, "E-mixing", "mixes elements", "scalar bounds")
+
+
+def test_body_gathers_from_the_carry(backend):
+    def body(i, v):
+        return v + v[np.array([3, 2, 1, 0])]  # E-mix-gather
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, N, body, X)
+    check(e, dl.DloopValueError, "E-mix-gather", "mixes elements")
+
+
+def test_scalar_bound_body_that_reduces_is_not_supported_yet(backend):
+    def body(i, v):
+        return v - v.mean()  # E-collective
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.fori_loop(0, 3, body, X)
+    check(e, dl.DloopNotImplementedError, "E-collective", "collective")
+
+
+def test_python_if_on_traced_value(backend):
+    def f(x):
+        if x.sum() > 0:  # E-bool
+            return x.sum()
+        return -x.sum()
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(f)(X)
+    check(e, dl.DloopTypeError, "E-bool", "np.where")
+
+
+def test_numpy_array_indexed_by_traced_index(backend):
+    table = np.arange(10.0)
+
+    def body(i, v):
+        return v + table[i]  # E-np-index
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N, body, X)
+    check(e, dl.DloopTypeError, "E-np-index", "xp.asarray(table)[i]")
+
+
+def test_unsupported_numpy_function(backend):
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.jit(lambda x: np.cumsum(x))(X)  # E-unsupported
+    check(e, dl.DloopNotImplementedError, "E-unsupported", "np.cumsum")
+
+
+def test_index_out_of_bounds_inside_a_kernel(backend):
+    def body(i, v):
+        return v + v.__array_namespace__().asarray(np.arange(3.0))[i]  # E-index
+    with pytest.raises(dl.DloopIndexError) as e:
+        dl.fori_loop(0, N, body, X)
+    check(e, dl.DloopIndexError, "E-index", "out of bounds", "(3,)")
+
+
+def test_leaked_tracer(backend):
+    leaked = []
+
+    def f(x):
+        leaked.append(x * 2.0)
+        return x.sum()
+    dl.grad(f)(X)
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.grad(lambda x: (x * leaked[0]).sum())(X)  # E-leak
+    check(e, dl.DloopValueError, "E-leak", "escaped")
+
+
+def test_bad_argnums(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.grad(lambda x: x.sum(), argnums=2)(X)  # E-argnums
+    check(e, dl.DloopValueError, "E-argnums", "argnums")
+
+
+def test_unknown_and_invalid_settings():
+    with pytest.raises(dl.DloopValueError, match="unknown setting"):
+        dl.config.update("adstack_size", 10)
+    with pytest.raises(dl.DloopValueError, match="adstack_capacity"):
+        dl.config.update("adstack_capacity", -1)
+    with pytest.raises(dl.DloopValueError, match="backend"):
+        dl.config.update("backend", "tpu")
