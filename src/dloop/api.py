@@ -192,7 +192,7 @@ def vjp(fun, *primals, has_aux=False):
                                  "output", user_location())
         cts = [np.asarray(c, dtype=a.dtype).reshape(a.shape) if np.shape(c) == a.shape else
                _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
-        grads = Execution(execution.backend).run(bwd_program, res_vals + cts)
+        grads = Execution(execution.backend, fresh=False).run(bwd_program, res_vals + cts)
         return tuple(pytree.unflatten(positions[k][2],
                                       grads[positions[k][0]:positions[k][0] + positions[k][1]])
                      for k in range(len(primals)))

@@ -53,9 +53,14 @@ class _KernelPlan:
 
 
 class Execution:
-    def __init__(self, backend):
+    """One run of a program. A fresh execution restarts the adstack accounting; the backward
+    half of a vjp is not fresh, since it uses the forward half's tapes."""
+
+    def __init__(self, backend, fresh=True):
         self.backend = backend
         self.lease = None
+        if fresh:
+            backend.heap.last_used = 0
 
     def heap_lease(self):
         if self.lease is None:

@@ -47,18 +47,18 @@ class Heap:
     def alloc(self, nbytes, dtype, where=None):
         offset = -(-self.used // ALIGN) * ALIGN
         required = offset + int(nbytes)
-        if required > self.reserved:
-            self._grow(required, where)
-        self.used = required
-        return Region(offset, int(nbytes), np.dtype(dtype))
-
-    def _grow(self, required, where):
         limit = config.max_adstack_bytes
         if required > limit:
             raise DloopMemoryError(
                 f"the adstacks of this launch need {required:,} bytes, more than "
                 f"max_adstack_bytes = {limit:,}. Fewer elements or shorter loops per launch "
                 "reduce it; raise dloop.config.max_adstack_bytes if the memory is there", where)
+        if required > self.reserved:
+            self._grow(required, limit, where)
+        self.used = required
+        return Region(offset, int(nbytes), np.dtype(dtype))
+
+    def _grow(self, required, limit, where):
         target = min(max(required, 2 * self.reserved), limit)
         try:
             new = self._allocate(target)

@@ -1,0 +1,113 @@
+"""Adstack memory: exact sizes, proportional to work, and the heap's growth policy."""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop.errors import DloopMemoryError
+from dloop.runtime.heap import Heap
+
+
+def _grad(x, n):
+    return dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.9 + x * 0.1, x).sum())(x)
+
+
+def test_bytes_used_is_total_trips_times_slot(backend):
+    n = np.array([0, 3, 10, 1])
+    _grad(np.ones(4), n)
+    assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * 8
+    assert dl.memory_stats()["adstack_bytes_reserved"] >= n.sum() * 8
+
+
+def test_storage_proportional_to_work_not_longest_trip(backend):
+    size = 2000
+    skewed = np.full(size, 10)
+    skewed[: size // 100] = 1000
+    uniform = np.full(size, skewed.sum() // size)
+    uniform[: skewed.sum() - uniform.sum()] += 1
+    assert uniform.sum() == skewed.sum()
+    x = np.linspace(0, 1, size)
+    _grad(x, skewed)
+    used_skewed = dl.memory_stats()["adstack_bytes_used"]
+    _grad(x, uniform)
+    used_uniform = dl.memory_stats()["adstack_bytes_used"]
+    assert used_skewed <= 1.2 * used_uniform
+    assert used_skewed < size * 1000 * 8 / 10
+
+
+def test_bytes_grow_linearly_with_trip_count(backend):
+    x = np.ones(100)
+    used = []
+    for trips in (10, 20, 40):
+        _grad(x, trips)
+        used.append(dl.memory_stats()["adstack_bytes_used"])
+    assert used == [100 * 10 * 8, 100 * 20 * 8, 100 * 40 * 8]
+
+
+def test_launch_without_elements_allocates_nothing(backend):
+    _grad(np.zeros(0), np.zeros(0, np.int64))
+    assert dl.memory_stats()["adstack_bytes_used"] == 0
+
+
+class _Allocator:
+    def __init__(self, fail_above=None):
+        self.fail_above, self.calls = fail_above, []
+
+    def __call__(self, nbytes):
+        self.calls.append(nbytes)
+        if self.fail_above is not None and nbytes > self.fail_above:
+            raise MemoryError
+        return np.zeros(nbytes, np.uint8)
+
+
+def _heap(alloc):
+    def copy(dst, src, nbytes):
+        dst[:nbytes] = src[:nbytes]
+    return Heap(alloc, copy)
+
+
+def test_heap_grows_to_twice_current_and_keeps_live_data():
+    alloc = _Allocator()
+    heap = _heap(alloc)
+    lease = heap.lease()
+    first = lease.alloc(1000, np.uint8)
+    heap.view(first)[:] = 7
+    lease.alloc(500, np.uint8)                      # needs 1024 + 500: grows to 2 x 1000
+    lease.alloc(5000, np.uint8)                     # needs 1536 + 5000 > 2 x 2000: to that
+    assert alloc.calls == [1000, 2000, 6536]
+    assert (heap.view(first) == 7).all()            # each copy kept the live regions
+
+
+def test_heap_retries_at_exactly_required():
+    alloc = _Allocator(fail_above=1500)
+    heap = _heap(alloc)
+    lease = heap.lease()
+    lease.alloc(1000, np.uint8)
+    lease.alloc(400, np.uint8)
+    assert alloc.calls == [1000, 2000, 1424]      # 2 x 1000 failed: exactly 1024 + 400
+    assert heap.reserved == 1424
+
+
+def test_heap_failure_is_a_clear_error():
+    heap = _heap(_Allocator(fail_above=100))
+    with pytest.raises(DloopMemoryError, match="1,000 bytes"):
+        heap.lease().alloc(1000, np.uint8)
+
+
+def test_max_adstack_bytes_is_enforced(backend):
+    dl.config.update("max_adstack_bytes", 1000)
+    try:
+        with pytest.raises(DloopMemoryError, match="max_adstack_bytes"):
+            _grad(np.ones(100), 10)
+    finally:
+        dl.config.update("max_adstack_bytes", 1 << 34)
+    assert np.isfinite(_grad(np.ones(100), 10)).all()
+
+
+def test_heap_is_reused_across_launches(backend):
+    x = np.ones(1000)
+    _grad(x, 20)
+    reserved = dl.memory_stats()["adstack_bytes_reserved"]
+    for _ in range(3):
+        _grad(x, 20)
+    assert dl.memory_stats()["adstack_bytes_reserved"] == reserved
