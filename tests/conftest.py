@@ -22,3 +22,12 @@ def backend(request):
 def _reset_capacity():
     yield
     dloop.config.update("adstack_capacity", None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_kernel_cache(tmp_path_factory):
+    """Tests never write to the user's kernel cache."""
+    previous = dloop.config.cache_dir
+    dloop.config.update("cache_dir", str(tmp_path_factory.mktemp("kernel-cache")))
+    yield
+    dloop.config.update("cache_dir", previous)

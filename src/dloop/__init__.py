@@ -1,5 +1,7 @@
 """dloop: differentiable loops with data-dependent trip counts."""
 
+__version__ = "0.1.0"
+
 from .api import grad as grad
 from .api import jit as jit
 from .api import memory_stats as memory_stats
@@ -16,4 +18,3 @@ from .errors import DloopValueError as DloopValueError
 from .trace.loops import fori_loop as fori_loop
 from .trace.loops import while_loop as while_loop
 
-__version__ = "0.1.0"

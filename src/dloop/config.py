@@ -49,6 +49,18 @@ def _check_bytes(value):
     return value
 
 
+def _default_cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dloop")
+
+
+def _check_cache_dir(value):
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise DloopValueError(f"cache_dir must be a path, or '' to turn the disk cache off, "
+                              f"got {value!r}")
+    return os.fspath(value) if value else ""
+
+
 def _check_debug(value):
     return bool(value) if not isinstance(value, str) else value not in ("", "0", "false", "False")
 
@@ -64,6 +76,8 @@ _SETTINGS = {
     "max_adstack_bytes": (int, _check_bytes, _physical_memory() // 2,
                           "Upper bound on the adstack heap, in bytes (default: half of the "
                           "machine's physical memory)."),
+    "cache_dir": (lambda s: s, _check_cache_dir, _default_cache_dir(),
+                  "Directory of the on-disk kernel cache; '' turns it off."),
     "num_threads": (lambda s: int(s) if s else None, _check_threads, None,
                     "CPU worker threads; None uses every core."),
     "debug": (lambda s: s, _check_debug, False,

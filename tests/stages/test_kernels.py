@@ -58,7 +58,7 @@ def _buffers(x, n, cap):
 
 def test_printed_kernel_shows_stack_ops():
     text = str(_loop_with_stack())
-    assert "push stack=0" in text and "pop stack0" in text and "reversed(" in text
+    assert "push stack0" in text and "pop stack0" in text and "reversed(" in text
 
 
 @pytest.mark.parametrize("backend", COMPILED)

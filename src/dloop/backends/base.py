@@ -56,7 +56,7 @@ class Backend:
         self._cache = {}
         self.compile_count = 0
 
-    def compile(self, kernel):
+    def compile(self, kernel, sizing=""):
         key = str(kernel)
         artifact = self._cache.get(key)
         if artifact is None:

@@ -1,6 +1,7 @@
 """Running a scheduled program: host steps through NumPy, kernel steps through a backend,
 with adstacks sized at each launch that starts a taped loop and checked after every launch."""
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,7 @@ class _KernelPlan:
         self.external_tokens = [op.inputs[0] for op in step.ops
                                 if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
         self.vars = {v.id: v for v in step.inputs + step.outputs}
+        self.sizing = _canonical_sizing(self.nests, step.inputs)
         self._count_kernels = {}
 
     def count_kernel(self, loop_ids):
@@ -97,7 +99,7 @@ class Execution:
             layouts.update(self._size_nests(plan, env, n))
         if n:
             buffers = self._bind(plan.kernel, plan, env, outs, layouts, None)
-            self.backend.launch(self.backend.compile(plan.kernel), n, buffers)
+            self.backend.launch(self.backend.compile(plan.kernel, plan.sizing), n, buffers)
             fault_check.check(plan.kernel, buffers[plan.kernel.buffer_index("faults")]
                               if plan.kernel.faults else [0], layouts)
         for v, arr in outs.items():
@@ -153,6 +155,19 @@ class Execution:
             else:
                 buffers.append(getattr(layouts[spec.key], spec.kind))
         return buffers
+
+
+def _canonical_sizing(nests, inputs):
+    """The capacity expressions as text, with inputs and loops numbered by position (as the
+    kernel printer does), so equal programs give equal text in any process."""
+    position = {f"%{v.id}[j]": f"in{k}[j]" for k, v in enumerate(inputs)}
+    parts = []
+    for nest in nests:
+        for k, expr in enumerate(nest.exprs.values()):
+            text = str(expr) if expr is not None else "count"
+            parts.append(f"loop{k}: " + re.sub(r"%\d+\[j\]", lambda m: position.get(m.group(0),
+                                                                                 "?"), text))
+    return "; ".join(parts)
 
 
 def _value(env, x):

@@ -34,7 +34,26 @@ class CompiledKernel:
         self.asm = asm
 
 
+def cache_identity():
+    """What besides the kernel determines machine code: host CPU, LLVM and dloop versions."""
+    tm = _target_machine()
+    return (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+            ".".join(map(str, llvm.llvm_version_info)), str(tm.target_data))
+
+
+def load_object(code, n_buffers):
+    with _lock:
+        tm = _target_machine()
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        engine.finalize_object()
+        _state["engines"].append(engine)
+        return CompiledKernel(engine, engine.get_function_address("dloop_kernel"), n_buffers,
+                              None)
+
+
 def compile_llvm(ir_text, n_buffers, debug=False):
+    """(CompiledKernel, object code bytes for the disk cache)."""
     with _lock:
         tm = _target_machine()
         module = llvm.parse_assembly(ir_text)
@@ -44,8 +63,9 @@ def compile_llvm(ir_text, n_buffers, debug=False):
         module.verify()
         builder = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
         builder.getModulePassManager().run(module, builder)
+        code = tm.emit_object(module)
         engine = llvm.create_mcjit_compiler(module, tm)
         engine.finalize_object()
         address = engine.get_function_address("dloop_kernel")
         asm = str(module) if debug else None
-        return CompiledKernel(engine, address, n_buffers, asm)
+        return CompiledKernel(engine, address, n_buffers, asm), code

@@ -5,9 +5,11 @@ enough that elements with long loops do not leave cores idle."""
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from ... import __version__
 from ...config import config
+from ...runtime import cache
 from ..base import Backend
-from .compile import compile_llvm
+from .compile import cache_identity, compile_llvm, load_object
 from .render import render
 
 _MIN_CHUNK = 256
@@ -21,10 +23,28 @@ class CpuBackend(Backend):
         self._pool = None
         self._workers = 0
 
+    def compile(self, kernel, sizing=""):
+        """Memory cache, then disk cache, then LLVM. `sizing` (the printed capacity
+        expressions of the launch) is stored with the code and must match on a hit."""
+        text = str(kernel)
+        artifact = self._cache.get(text)
+        if artifact is None:
+            k = cache.key("cpu", __version__, text, sizing, *cache_identity())
+            meta = {"kernel": text, "sizing": sizing}
+            hit = cache.load(k, meta)
+            if hit is not None:
+                artifact = load_object(hit[0], len(kernel.buffers))
+            else:
+                artifact, code = self._compile(kernel)
+                cache.store(k, code, meta)
+            self._cache[text] = artifact
+        return artifact
+
     def _compile(self, kernel):
         text = render(kernel)
         if config.debug:
             print(f"dloop: kernel IR\n{kernel}\ndloop: LLVM IR\n{text}")
+        self.compile_count += 1
         return compile_llvm(text, len(kernel.buffers))
 
     def _executor(self):
