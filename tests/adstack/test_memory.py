@@ -111,3 +111,15 @@ def test_heap_is_reused_across_launches(backend):
     for _ in range(3):
         _grad(x, 20)
     assert dl.memory_stats()["adstack_bytes_reserved"] == reserved
+
+
+def test_first_launch_with_only_empty_stacks(backend):
+    from dloop.backends.base import get_backend, host_heap
+    be = get_backend(backend)
+    previous, be.heap = be.heap, host_heap()          # a heap that never grew
+    try:
+        x = np.array([0.5])
+        g = dl.grad(lambda x: dl.fori_loop(0, np.array([0]), lambda i, v: v * 2.0, x).sum())(x)
+        assert g.tolist() == [1.0] and be.heap.buffer is None
+    finally:
+        be.heap = previous

@@ -81,8 +81,9 @@ class Heap:
 
     def view(self, region):
         count = region.nbytes // region.dtype.itemsize
-        raw = self.buffer[region.offset:region.offset + region.nbytes]
-        return raw.view(region.dtype)[:count] if count else np.empty(0, region.dtype)
+        if count == 0:                       # the heap may hold no buffer yet
+            return np.empty(0, region.dtype)
+        return self.buffer[region.offset:region.offset + region.nbytes].view(region.dtype)
 
 
 class Lease:
