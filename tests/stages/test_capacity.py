@@ -1,27 +1,45 @@
-"""Capacity expressions on hand-built values: printable, evaluated per element at launch."""
+"""Capacity expressions: printable, evaluated per element at launch; derived from loops."""
 
 import numpy as np
 
-from dloop.adstack import capacity
+from dloop.adstack import capacity as C
 from dloop.adstack.layout import loop_layout
 from dloop.ir.graph import LoopInfo, new_var
 
 
 def test_trip_count_expression_prints_and_evaluates():
     lo, hi = new_var((4,), np.int64), new_var((), np.int64)
-    expr = capacity.trip_count(capacity.Read(lo), capacity.Read(hi))
+    expr = C.trip_count(C.Read(lo), C.Read(hi))
     assert str(expr) == f"max(({hi}[j] - {lo}[j]), 0)"
     env = {lo: np.array([0, 3, 9, 2]), hi: np.array(5)}
-    np.testing.assert_array_equal(capacity.evaluate(expr, env, (4,)), [5, 2, 0, 3])
+    np.testing.assert_array_equal(C.evaluate(expr, env, (4,)), [5, 2, 0, 3])
 
 
-def test_nested_guard_zeroes_capacity_when_the_outer_loop_does_not_run():
-    n = new_var((3,), np.int64)
-    outer = capacity.trip_count(capacity.Const(0), capacity.Read(n))
-    inner = capacity.trip_count(capacity.Const(2), capacity.Const(7)) * capacity.Positive(outer)
-    assert str(inner) == f"(max((7 - 2), 0) * [max(({n}[j] - 0), 0) > 0])"
-    np.testing.assert_array_equal(capacity.evaluate(inner, {n: np.array([0, 1, 9])}, (3,)),
-                                  [0, 5, 5])
+def test_max_over_range_of_the_outer_index_uses_the_ends():
+    # for i in range(n[j]): for k in range(i): ...  -> inner capacity max(n[j] - 1, 0)
+    n = new_var((4,), np.int64)
+    inner = C.MaxOver(7, C.Const(0), C.Read(n), C.trip_count(C.Const(0), C.Index(7)))
+    assert inner.body.trend(7) == 1
+    assert str(inner) == f"max(i7 in [0, {n}[j])) max((i7 - 0), 0)"
+    np.testing.assert_array_equal(C.evaluate(inner, {n: np.array([0, 1, 3, 6])}, (4,)),
+                                  [0, 0, 2, 5])
+
+
+def test_max_over_range_of_a_table_read_at_the_outer_index():
+    # for i in range(lo[j], hi[j]): for k in range(m[i]): ...  (not monotone: iterate)
+    lo, hi, m = new_var((3,), np.int64), new_var((3,), np.int64), new_var((6,), np.int64)
+    body = C.trip_count(C.Const(0), C.Gather(m, (C.Index(1),)))
+    assert body.trend(1) is None
+    expr = C.MaxOver(1, C.Read(lo), C.Read(hi), body)
+    env = {lo: np.array([0, 2, 4]), hi: np.array([3, 2, 6]), m: np.array([4, 9, 1, 7, 2, 5])}
+    np.testing.assert_array_equal(C.evaluate(expr, env, (3,)), [9, 0, 5])
+
+
+def test_trend_of_mixed_signs_is_unknown():
+    n = new_var((2,), np.int64)
+    assert (C.Index(0) - C.Index(0)).trend(0) is None
+    assert (C.Read(n) - C.Index(0) * C.Const(2)).trend(0) == -1
+    assert C.Binary("max", C.Index(0), C.Read(n)).trend(0) == 1
 
 
 def test_layout_is_an_exclusive_prefix_sum():

@@ -1,16 +1,19 @@
 """STAGE 3b — symbolic adstack capacities, evaluated per element at launch.
 
-A loop's stacks need one slot per iteration. Where a loop's trip count is an expression of
-values known at launch (constants, the bound arrays read at the element's index), the
-capacity is that expression; a nested loop's stack is refilled once per outer iteration, so
-its capacity is its own trip count when the outer loop runs at all. Where no expression
-exists (a while loop, a bound computed inside the loop), capacities() answers None and the
-runtime counts trips in a pre-pass instead. There is no default size."""
+A loop's stacks need one slot per iteration. A capacity expression is built from what is
+known at launch: constants, arrays read at the element's index (`n[j]`) or gathered at an
+enclosing loop's index (`m[i]`), an enclosing loop's index, + - * max min, and the maximum
+over an enclosing loop's range. A loop nested in a body is refilled once per outer iteration,
+so its capacity is the maximum of its trip count over the outer loop's range (0 when the
+outer loop does not run). Where no expression exists (a while loop, a bound computed from
+the carry), capacities() answers None and the runtime counts trips in a pre-pass instead.
+There is no default size."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir import prims
 from ..ir.graph import Lit, Var
 
 
@@ -18,8 +21,14 @@ class Expr:
     def __sub__(self, other):
         return Binary("-", self, other)
 
+    def __add__(self, other):
+        return Binary("+", self, other)
+
     def __mul__(self, other):
         return Binary("*", self, other)
+
+    def vars(self):
+        return set()
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,48 +38,148 @@ class Const(Expr):
     def evaluate(self, env, shape):
         return np.int64(self.value)
 
+    def trend(self, loop):
+        return 0
+
     def __str__(self):
         return str(self.value)
 
 
 @dataclass(frozen=True, eq=False)
 class Read(Expr):
-    """An integer array known at launch, read at the element's index."""
+    """An integer array known at launch, read at the element's index: n[j]."""
     var: Var
 
     def evaluate(self, env, shape):
         return np.broadcast_to(np.asarray(env[self.var]).astype(np.int64), shape)
+
+    def trend(self, loop):
+        return 0
+
+    def vars(self):
+        return {self.var}
 
     def __str__(self):
         return f"{self.var}[j]"
 
 
 @dataclass(frozen=True, eq=False)
+class Index(Expr):
+    """The index of an enclosing fori loop (bound by a MaxOver around this expression)."""
+    loop: int
+
+    def evaluate(self, env, shape):
+        return env[("index", self.loop)]
+
+    def trend(self, loop):
+        return 1 if loop == self.loop else 0
+
+    def __str__(self):
+        return f"i{self.loop}"
+
+
+@dataclass(frozen=True, eq=False)
+class Gather(Expr):
+    """An integer array known at launch, read at computed indices: m[i] (clamped like the
+    kernel's own gather, which reports out-of-range indices itself)."""
+    var: Var
+    indices: tuple
+
+    def evaluate(self, env, shape):
+        table = np.asarray(env[self.var]).astype(np.int64)
+        idx = []
+        for e, dim in zip(self.indices, table.shape):
+            i = np.broadcast_to(e.evaluate(env, shape), shape)
+            idx.append(np.clip(np.where(i < 0, i + dim, i), 0, max(dim - 1, 0)))
+        return table[tuple(idx)] if table.size else np.zeros(shape, np.int64)
+
+    def trend(self, loop):
+        return None if any(e.trend(loop) != 0 for e in self.indices) else 0
+
+    def vars(self):
+        return {self.var}.union(*(e.vars() for e in self.indices))
+
+    def __str__(self):
+        return f"{self.var}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True, eq=False)
 class Binary(Expr):
-    op: str          # '-', '*', 'max'
+    op: str          # '+', '-', '*', 'max', 'min'
     a: Expr
     b: Expr
 
     def evaluate(self, env, shape):
         a, b = self.a.evaluate(env, shape), self.b.evaluate(env, shape)
-        return {"-": np.subtract, "*": np.multiply, "max": np.maximum}[self.op](a, b)
+        return _BINARY[self.op](a, b)
+
+    def trend(self, loop):
+        ta, tb = self.a.trend(loop), self.b.trend(loop)
+        if self.op == "-":
+            tb = None if tb is None else -tb
+        elif self.op == "*":
+            if ta == 0 and tb == 0:
+                return 0
+            const = self.a if ta == 0 else self.b
+            other = tb if ta == 0 else ta
+            if not isinstance(const, Const) or other is None:
+                return None
+            return 0 if const.value == 0 else other * int(np.sign(const.value))
+        return _combine(ta, tb)
+
+    def vars(self):
+        return self.a.vars() | self.b.vars()
 
     def __str__(self):
-        if self.op == "max":
-            return f"max({self.a}, {self.b})"
+        if self.op in ("max", "min"):
+            return f"{self.op}({self.a}, {self.b})"
         return f"({self.a} {self.op} {self.b})"
 
 
+_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "max": np.maximum,
+           "min": np.minimum}
+
+
+def _combine(ta, tb):
+    if ta is None or tb is None:
+        return None
+    if ta == 0 or tb == 0 or ta == tb:
+        return ta or tb
+    return None
+
+
 @dataclass(frozen=True, eq=False)
-class Positive(Expr):
-    """1 where a > 0, else 0."""
-    a: Expr
+class MaxOver(Expr):
+    """max over i in [lower, upper) of body(i); 0 when the range is empty."""
+    loop: int
+    lower: Expr
+    upper: Expr
+    body: Expr
 
     def evaluate(self, env, shape):
-        return (self.a.evaluate(env, shape) > 0).astype(np.int64)
+        lo = np.broadcast_to(self.lower.evaluate(env, shape), shape)
+        hi = np.broadcast_to(self.upper.evaluate(env, shape), shape)
+        count = np.maximum(hi - lo, 0)
+        key = ("index", self.loop)
+        if self.body.trend(self.loop) is not None:
+            # Monotone in i: the maximum over the range is at one of its ends.
+            ends = [self.body.evaluate({**env, key: end}, shape) for end in (lo, hi - 1)]
+            return np.where(count > 0, np.maximum(*ends), 0)
+        best = np.zeros(shape, np.int64)
+        for t in range(int(count.max()) if count.size else 0):
+            value = self.body.evaluate({**env, key: lo + t}, shape)
+            best = np.where(t < count, np.maximum(best, value), best)
+        return best
+
+    def trend(self, loop):
+        parts = [self.lower.trend(loop), self.upper.trend(loop), self.body.trend(loop)]
+        return 0 if parts == [0, 0, 0] else None
+
+    def vars(self):
+        return self.lower.vars() | self.upper.vars() | self.body.vars()
 
     def __str__(self):
-        return f"[{self.a} > 0]"
+        return f"max(i{self.loop} in [{self.lower}, {self.upper})) {self.body}"
 
 
 def trip_count(lower, upper):
@@ -86,7 +195,7 @@ def evaluate(expr, env, shape):
 def capacities(op):
     """{loop_id: Expr or None} for the taped loop `op` and every loop nested in it."""
     out = {}
-    _walk(op.params["info"], [_source(x) for x in op.inputs], None, out)
+    _walk(op.params["info"], [_source(x) for x in op.inputs], [], out)
     return out
 
 
@@ -102,36 +211,77 @@ def nest_infos(info, out=None):
 
 
 def _source(x):
+    """What a value outside every loop is at launch: a literal, or an array to read."""
     if isinstance(x, Lit):
         return Const(int(x.value)) if np.issubdtype(x.aval.dtype, np.integer) else None
-    return Read(x) if np.issubdtype(x.aval.dtype, np.integer) else None
+    return _Array(x)
 
 
-def _walk(info, sources, guard, out):
-    lower, upper = sources[:2] if info.kind == "fori" else (None, None)
-    trip = trip_count(lower, upper) if lower is not None and upper is not None else None
-    out[info.loop_id] = None if trip is None else (trip if guard is None else trip * guard)
-    inner_guard = None
-    if trip is not None:
-        inner_guard = Positive(trip) if guard is None else Positive(trip) * guard
+@dataclass(frozen=True, eq=False)
+class _Array:
+    """A launch-known array: read per element (as a bound) or gathered (as a table)."""
+    var: Var
+
+
+def _as_int(source):
+    if isinstance(source, _Array):
+        return Read(source.var) if np.issubdtype(source.var.aval.dtype, np.integer) else None
+    return source
+
+
+def _walk(info, sources, enclosing, out):
+    """enclosing: [(loop_id, lower, upper)] of the fori loops around this one, outermost first."""
+    lower, upper = (_as_int(s) for s in sources[:2]) if info.kind == "fori" else (None, None)
+    trip = None if lower is None or upper is None else trip_count(lower, upper)
+    cap = trip
+    for loop_id, lo, hi in reversed(enclosing):
+        cap = None if cap is None or lo is None or hi is None else MaxOver(loop_id, lo, hi, cap)
+    out[info.loop_id] = cap
+    inner_enclosing = enclosing + [(info.loop_id, lower, upper)] if trip is not None else None
     first_inv = info.n_bounds + info.n_carry
-    for graph, n_fixed in ((info.body, len(info.body.inputs) - len(sources) + first_inv),
+    invariants = sources[first_inv:]
+    for graph, n_fixed in ((info.body, len(info.body.inputs) - len(invariants)),
                            (info.cond, info.n_carry)):
         if graph is None:
             continue
-        env = dict(zip(graph.inputs[n_fixed:], sources[first_inv:]))
+        env = dict(zip(graph.inputs[n_fixed:], invariants))
+        if info.kind == "fori" and graph is info.body:
+            env[graph.inputs[0]] = Index(info.loop_id)
         for op in graph.ops:
             if op.prim.kind == "loop":
-                inner = [Const(int(x.value)) if isinstance(x, Lit) else env.get(x)
-                         for x in op.inputs]
-                if inner_guard is None:
+                if inner_enclosing is None:
                     _mark_unknown(op.params["info"], out)
                 else:
-                    _walk(op.params["info"], inner, inner_guard, out)
+                    _walk(op.params["info"], [_lookup(env, x) for x in op.inputs],
+                          inner_enclosing, out)
+            else:
+                _derive(op, env)
+
+
+def _lookup(env, x):
+    if isinstance(x, Lit):
+        return Const(int(x.value)) if np.issubdtype(x.aval.dtype, np.integer) else None
+    return env.get(x)
+
+
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "max": "max", "min": "min"}
+
+
+def _derive(op, env):
+    """Extend env with the expression of op's integer result, where it has one."""
+    out = op.outputs[0]
+    if not np.issubdtype(out.aval.dtype, np.integer):
+        return
+    args = [_lookup(env, x) for x in op.inputs]
+    if op.prim.name in _ARITH and all(isinstance(a, Expr) for a in args):
+        env[out] = Binary(_ARITH[op.prim.name], *args)
+    elif op.prim is prims.convert_p and isinstance(_as_int(args[0]), Expr):
+        env[out] = _as_int(args[0])
+    elif op.prim is prims.gather_p and isinstance(args[0], _Array) and \
+            all(isinstance(_as_int(a), Expr) for a in args[1:]):
+        env[out] = Gather(args[0].var, tuple(_as_int(a) for a in args[1:]))
 
 
 def _mark_unknown(info, out):
     for loop_id in nest_infos(info):
         out[loop_id] = None
-
-

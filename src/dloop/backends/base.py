@@ -55,6 +55,7 @@ class Backend:
         self.heap = host_heap()
         self._cache = {}
         self.compile_count = 0
+        self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
     def compile(self, kernel, sizing=""):
         key = str(kernel)

@@ -36,7 +36,8 @@ class _KernelPlan:
     def __init__(self, step):
         self.step = step
         self.kernel = lower_group("kernel", step.ops, step.inputs, step.outputs, step.shape)
-        self.nests = [_Nest(op.outputs[-1], capacity.capacities(op),
+        known = set(step.inputs)
+        self.nests = [_Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
                             capacity.nest_infos(op.params["info"]))
                       for op in step.ops if op.prim is prims.loop_tape_p]
         made = {o for op in step.ops for o in op.outputs}
@@ -129,6 +130,7 @@ class Execution:
 
     def _count(self, plan, env, n, loop_ids):
         kernel = plan.count_kernel(loop_ids)
+        self.backend.count_launches += 1
         buffers = self._bind(kernel, plan, env, {}, {}, n)
         self.backend.launch(self.backend.compile(kernel), n, buffers)
         fault_check.check(kernel, buffers[kernel.buffer_index("faults")] if kernel.faults
@@ -157,16 +159,27 @@ class Execution:
         return buffers
 
 
+def _launch_known(exprs, known):
+    """Expressions may read only arrays that exist when the kernel starts (its inputs);
+    a loop whose expression reads a value made inside the kernel is counted instead."""
+    return {loop_id: e if e is not None and e.vars() <= known else None
+            for loop_id, e in exprs.items()}
+
+
 def _canonical_sizing(nests, inputs):
-    """The capacity expressions as text, with inputs and loops numbered by position (as the
-    kernel printer does), so equal programs give equal text in any process."""
-    position = {f"%{v.id}[j]": f"in{k}[j]" for k, v in enumerate(inputs)}
+    """The capacity expressions as text, with arrays named by input position and loops by
+    order of appearance (as the kernel printer does): equal in any process."""
+    position = {f"%{v.id}": f"in{k}" for k, v in enumerate(inputs)}
+    loops = {}
     parts = []
     for nest in nests:
-        for k, expr in enumerate(nest.exprs.values()):
+        for loop_id, expr in nest.exprs.items():
+            loops.setdefault(str(loop_id), len(loops))
             text = str(expr) if expr is not None else "count"
-            parts.append(f"loop{k}: " + re.sub(r"%\d+\[j\]", lambda m: position.get(m.group(0),
-                                                                                 "?"), text))
+            text = re.sub(r"%\d+", lambda m: position.get(m.group(0), "?"), text)
+            text = re.sub(r"\bi(\d+)", lambda m: f"i{loops.setdefault(m.group(1), len(loops))}",
+                          text)
+            parts.append(f"L{loops[str(loop_id)]}: {text}")
     return "; ".join(parts)
 
 
