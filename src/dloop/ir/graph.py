@@ -114,3 +114,27 @@ class LoopInfo:
         """(bounds, carries, invariants) of a loop op's inputs."""
         nb, nc = self.n_bounds, self.n_carry
         return inputs[:nb], inputs[nb:nb + nc], inputs[nb + nc:]
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveInfo:
+    """A loop over whole arrays: the body is an array-level graph run once per iteration.
+    Op inputs: [lower, upper] (fori only, 0-d), carries, invariants."""
+    loop_id: int
+    kind: str                     # 'fori' or 'while'
+    carry_avals: tuple
+    body: Graph                   # fori: (i, *carries, *invariants); while: (*carries, *inv.)
+    cond: Graph = None            # while only: (*carries, *invariants) -> 0-d bool
+    index_dtype: np.dtype = None
+    src: str = None
+
+    n_bounds = LoopInfo.n_bounds
+    split_inputs = LoopInfo.split_inputs
+
+    @property
+    def n_carry(self):
+        return len(self.carry_avals)
+
+    @property
+    def carry_dtypes(self):
+        return tuple(a.dtype for a in self.carry_avals)

@@ -10,8 +10,9 @@ INT64 = np.dtype(np.int64)
 
 class Primitive:
     """kind: 'elementwise' (one value per element, fusable into kernels), 'gather' (indexed read
-    of a whole array, fusable), 'loop' (a per-element loop, fusable), or 'host' (runs on whole
-    arrays through the array library)."""
+    of a whole array, fusable), 'loop' (a per-element loop, fusable), 'host' (runs on whole
+    arrays through the array library), or 'collective' (a loop over whole arrays, driven from
+    the host, each iteration running the body's own program)."""
 
     def __init__(self, name, kind, abstract_eval):
         self.name = name
@@ -23,7 +24,7 @@ class Primitive:
 
     @property
     def fusable(self):
-        return self.kind != "host"
+        return self.kind in ("elementwise", "gather", "loop")
 
 
 def broadcast_shapes(*shapes):
@@ -52,10 +53,11 @@ def _make(name, kind, abstract_eval):
 
 
 # Elementwise primitives take operands of one dtype (tracing inserts converts) and broadcast.
-UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp",
-               "expm1", "log", "log1p", "log2", "log10", "sqrt")
-UNARY_SAME = ("neg", "abs", "sign", "floor", "ceil")
-BINARY_SAME = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "atan2", "max", "min")
+UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt")
+UNARY_SAME = ("neg", "abs", "sign", "floor", "ceil", "round", "trunc")
+BINARY_SAME = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "atan2", "max", "min",
+               "copysign", "shl", "shr")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL = ("and", "or", "xor")
 
@@ -87,6 +89,33 @@ reduce_p = _make("reduce", "host",
 reshape_p = _make("reshape", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
 transpose_p = _make("transpose", "host",
                     lambda a, *, axes: [(tuple(a.shape[k] for k in axes), a.dtype)])
+roll_p = _make("roll", "host", lambda a, *, shift, axes: [(a.shape, a.dtype)])
+cumsum_p = _make("cumsum", "host", lambda a, *, axis: [(a.shape, a.dtype)])
+
+
+def _concat_eval(*avals, axis):
+    size = sum(a.shape[axis] for a in avals)
+    shape = list(avals[0].shape)
+    shape[axis] = size
+    return [(tuple(shape), avals[0].dtype)]
+
+
+def _matmul_eval(a, b):
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return [(batch + (a.shape[-2], b.shape[-1]), a.dtype)]
+
+
+def _arg_eval(a, *, op, axis, keepdims):
+    shape = tuple(1 if k == axis else d for k, d in enumerate(a.shape)) if keepdims else \
+        tuple(d for k, d in enumerate(a.shape) if k != axis)
+    return [(shape, INT64)]
+
+
+concat_p = _make("concat", "host", _concat_eval)
+matmul_p = _make("matmul", "host", _matmul_eval)       # operands of 2 or more dimensions
+argreduce_p = _make("argreduce", "host", _arg_eval)   # argmax / argmin along one axis
+searchsorted_p = _make("searchsorted", "host",
+                       lambda a, v, *, side: [(v.shape, INT64)])
 unbroadcast_p = _make("unbroadcast", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
 static_slice_p = _make("static_slice", "host",
                        lambda a, *, key, shape: [(tuple(shape), a.dtype)])
@@ -128,3 +157,24 @@ def out_avals(prim, in_avals, params):
         is_tape = len(spec) > 2 and spec[2]
         outs.append(Aval(tuple(int(d) for d in shape), np.dtype(dtype), is_tape))
     return outs
+
+
+# Collective loops: inputs [lower, upper] (fori), carries, invariants, as per-element loops;
+# params['info'] is an ir.graph.CollectiveInfo whose body is an array-level graph.
+def _cloop_eval(*avals, info):
+    return [(a.shape, a.dtype) for a in info.carry_avals]
+
+
+def _cloop_tape_eval(*avals, info):
+    return _cloop_eval(*avals, info=info) + [((), INT64, True)]
+
+
+def _cloop_bwd_eval(token, *avals, info, wrt, body_vjp):
+    invariants = avals[info.n_bounds + info.n_carry:]
+    return [(info.carry_avals[k].shape, info.carry_avals[k].dtype) for k in wrt.carries] + \
+           [(invariants[k].shape, invariants[k].dtype) for k in wrt.invariants]
+
+
+cloop_p = _make("cloop", "collective", _cloop_eval)
+cloop_tape_p = _make("cloop_tape", "collective", _cloop_tape_eval)
+cloop_bwd_p = _make("cloop_bwd", "collective", _cloop_bwd_eval)

@@ -22,6 +22,17 @@ def _ceil(a):
     return a if not np.issubdtype(np.asarray(a).dtype, np.floating) else np.ceil(a)
 
 
+def _shift(fn, a, b):
+    """Shifts by a negative count or by the bit width or more give 0 (-1 for >> of a
+    negative), the same on every backend."""
+    a, b = np.asarray(a), np.asarray(b)
+    bits = a.dtype.itemsize * 8
+    out = fn(a, np.clip(b, 0, bits - 1))
+    if fn is np.left_shift:
+        return np.where((b < 0) | (b >= bits), 0, out).astype(a.dtype)
+    return np.where(b < 0, 0, out).astype(a.dtype)
+
+
 def _logic(bool_fn, int_fn):
     return lambda a, b: bool_fn(a, b) if np.asarray(a).dtype == bool else int_fn(a, b)
 
@@ -30,7 +41,11 @@ NUMPY = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "exp": np.exp,
     "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "neg": np.negative, "abs": np.abs, "sign": np.sign, "floor": _floor,
+    "sqrt": np.sqrt, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "round": lambda a: np.round(a) if np.issubdtype(np.asarray(a).dtype, np.floating) else a,
+    "trunc": lambda a: np.trunc(a) if np.issubdtype(np.asarray(a).dtype, np.floating) else a,
+    "copysign": np.copysign, "shl": lambda a, b: _shift(np.left_shift, a, b),
+    "shr": lambda a, b: _shift(np.right_shift, a, b), "neg": np.negative, "abs": np.abs, "sign": np.sign, "floor": _floor,
     "ceil": _ceil,
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": _int_div(np.floor_divide), "mod": _int_div(np.remainder), "pow": np.power,

@@ -14,6 +14,7 @@ from ..ir.graph import Lit
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep
 from . import faults as fault_check
+from .collective import RUNNERS
 from .host_ops import HOST_IMPLS
 
 
@@ -46,6 +47,15 @@ class _KernelPlan:
         self.vars = {v.id: v for v in step.inputs + step.outputs}
         self.sizing = _canonical_sizing(self.nests, step.inputs)
         self._count_kernels = {}
+        self._compiled = {}
+
+    def compiled(self, backend, kernel, sizing=""):
+        """The backend's artifact for one of this plan's kernels, looked up once per plan:
+        printing a kernel to find it in the backend's cache costs more than a small launch."""
+        key = (backend.name, id(kernel))
+        if key not in self._compiled:
+            self._compiled[key] = backend.compile(kernel, sizing)
+        return self._compiled[key]
 
     def count_kernel(self, loop_ids):
         key = tuple(sorted(loop_ids))
@@ -70,6 +80,12 @@ class Execution:
             self.lease = self.backend.heap.lease()
         return self.lease
 
+    def heap_mark(self):
+        return self.heap_lease().mark()
+
+    def heap_reset(self, mark):
+        self.lease.reset(mark)
+
     def run(self, program, args):
         env = dict(program.consts)
         env.update(zip(program.inputs, args))
@@ -83,6 +99,12 @@ class Execution:
         return [_value(env, o) for o in program.outputs]
 
     def _host(self, op, env):
+        runner = RUNNERS.get(op.prim)
+        if runner is not None:
+            outs = runner(self, op, env, lambda x: _value(env, x))
+            for var, out in zip(op.outputs, outs):
+                env[var] = out if var.aval.is_tape else np.asarray(out, dtype=var.aval.dtype)
+            return
         args = [_value(env, x) for x in op.inputs]
         out = HOST_IMPLS[op.prim](*args, **op.params)
         env[op.outputs[0]] = np.asarray(out, dtype=op.outputs[0].aval.dtype)
@@ -100,7 +122,7 @@ class Execution:
             layouts.update(self._size_nests(plan, env, n))
         if n:
             buffers = self._bind(plan.kernel, plan, env, outs, layouts, None)
-            self.backend.launch(self.backend.compile(plan.kernel, plan.sizing), n, buffers)
+            self.backend.launch(plan.compiled(self.backend, plan.kernel, plan.sizing), n, buffers)
             fault_check.check(plan.kernel, buffers[plan.kernel.buffer_index("faults")]
                               if plan.kernel.faults else [0], layouts)
         for v, arr in outs.items():
@@ -132,7 +154,7 @@ class Execution:
         kernel = plan.count_kernel(loop_ids)
         self.backend.count_launches += 1
         buffers = self._bind(kernel, plan, env, {}, {}, n)
-        self.backend.launch(self.backend.compile(kernel), n, buffers)
+        self.backend.launch(plan.compiled(self.backend, kernel), n, buffers)
         fault_check.check(kernel, buffers[kernel.buffer_index("faults")] if kernel.faults
                           else [0], {})
         counts = buffers[kernel.buffer_index("counts")].reshape(len(kernel.counters), n)

@@ -99,5 +99,13 @@ class Lease:
     def alloc(self, nbytes, dtype, where=None):
         region = self.heap.alloc(nbytes, dtype, where)
         self.bytes += region.nbytes
-        self.heap.last_used = self.bytes
+        self.heap.last_used = max(self.heap.last_used, self.bytes)
         return region
+
+    def mark(self):
+        return self.heap.used, self.bytes
+
+    def reset(self, mark):
+        """Free everything allocated since mark: valid when nothing made since is still held
+        (the tapes of one reverse step of a collective loop)."""
+        self.heap.used, self.bytes = mark

@@ -49,6 +49,13 @@ def _scatter_add(g, *idx, shape):
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
+HOST_IMPLS[prims.roll_p] = lambda x, *, shift, axes: np.roll(x, shift, axes)
+HOST_IMPLS[prims.cumsum_p] = lambda x, *, axis: np.cumsum(x, axis=axis)
+HOST_IMPLS[prims.concat_p] = lambda *xs, axis: np.concatenate(xs, axis=axis)
+HOST_IMPLS[prims.matmul_p] = np.matmul
+HOST_IMPLS[prims.argreduce_p] = lambda x, *, op, axis, keepdims: (
+    np.argmax if op == "max" else np.argmin)(x, axis=axis, keepdims=keepdims)
+HOST_IMPLS[prims.searchsorted_p] = lambda a, v, *, side: np.searchsorted(a, v, side=side)
 HOST_IMPLS[prims.unbroadcast_p] = _unbroadcast
 HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key])
 HOST_IMPLS[prims.static_slice_vjp_p] = _slice_vjp

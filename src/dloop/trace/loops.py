@@ -7,7 +7,7 @@ import numpy as np
 from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
-from ..ir.graph import Aval, LoopInfo
+from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
 from . import ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from .source import user_location
@@ -40,7 +40,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     index_dtype = np.dtype(ops.result_dtype(lo, hi))
     lo, hi = ops.convert(lo, index_dtype), ops.convert(hi, index_dtype)
     bound_shape = _broadcast([np.shape(lo), np.shape(hi)], "the lower and upper bounds", src)
-    shape = _element_shape(bound_shape, leaves, treedef, src)
+    shape = _element_shape(bound_shape, leaves, treedef, src)     # None: a collective loop
     with Builder(current_builder()) as child:
         i = Tracer(child, child.new_input(Aval(bound_shape, index_dtype)))
         carries = [Tracer(child, child.new_input(_aval(x))) for x in leaves]
@@ -97,17 +97,21 @@ def while_loop(cond_fun, body_fun, init_val):
 def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
     """traced: [(graph, n_fixed_inputs, builder)] for (cond,) body. Emits the loop op."""
     src, shape = info_args["src"], info_args["shape"]
+    if shape is None:
+        return _emit_collective(bounds, leaves, treedef, traced, info_args)
     parents = list(dict.fromkeys(p for _, _, b in traced for p in b.captures))
     modes = {p: set() for p in parents}
     for graph, n_fixed, b in traced:
         inner_to_parent = {inner: p for p, inner in b.captures.items()}
         for inner, used in invariant_uses(graph, inner_to_parent).items():
             modes[inner_to_parent[inner]] |= used
-    slots = [(p, m) for p in parents for m in sorted(modes[p] or {"elem"})]
+    slots = [(p, m) for p in parents for m in sorted(modes[p] or {"table"})]
     try:
         scalar = [scalarize(g, n, b.captures, slots, shape) for g, n, b in traced]
     except MixingError as err:
-        raise mixing_error(err, per_element, src) from None
+        if per_element:
+            raise mixing_error(err, per_element, src) from None
+        return _emit_collective(bounds, leaves, treedef, traced, info_args)
     info = LoopInfo(loop_id=next(_loop_ids), carry_dtypes=tuple(_aval(x).dtype for x in leaves),
                     invariant_modes=tuple(m for _, m in slots), body=scalar[-1],
                     cond=scalar[0] if len(scalar) == 2 else None, **info_args)
@@ -118,6 +122,47 @@ def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
                 builder=builder)
     outs = [_unreplicate(o, np.shape(x)) for o, x in zip(outs, leaves)]
     return pytree.unflatten(treedef, outs)
+
+
+def _emit_collective(bounds, leaves, treedef, traced, info_args):
+    """A loop whose body combines elements: run from the host, one body program per step."""
+    parents = list(dict.fromkeys(p for _, _, b in traced for p in b.captures))
+    graphs = []
+    for graph, n_fixed, b in traced:
+        inner = [b.captures.get(p) for p in parents]
+        # Every graph takes every invariant, in one order; unused ones get fresh inputs.
+        inputs = graph.inputs[:n_fixed] + [v if v is not None else Var(p.aval)
+                                           for v, p in zip(inner, parents)]
+        graphs.append(Graph(inputs, graph.outputs, graph.ops))
+    info = CollectiveInfo(loop_id=next(_loop_ids), kind=info_args["kind"],
+                          carry_avals=tuple(_aval(x) for x in leaves), body=graphs[-1],
+                          cond=graphs[0] if len(graphs) == 2 else None,
+                          index_dtype=info_args.get("index_dtype"), src=info_args["src"])
+    builder, invariants = _loop_home(list(bounds) + list(leaves), parents)
+    outs = bind(prims.cloop_p, list(bounds) + list(leaves) + invariants, {"info": info},
+                src=info.src, builder=builder)
+    return pytree.unflatten(treedef, outs)
+
+
+def _loop_home(operands, captured):
+    """The innermost builder owning an operand or a captured value of the loop: the loop op
+    is recorded there, so a loop over loop-invariant values is hoisted out of an enclosing
+    loop body like any other invariant work. Returns it and the captured values as tracers
+    of it."""
+    current = current_builder()
+    owners = [current.owner_of(v) for v in captured]
+    homes = [x.builder for x in operands if isinstance(x, Tracer)] + [b for b, _ in owners]
+    target = current._root()
+    for b in homes:
+        if target.is_ancestor_of(b):
+            target = b
+    # Every owner is target or outside it, so each value can be lifted into target.
+    invariants = [Tracer(target, target._lift_var(v, b)) for b, v in owners]
+    used, b = (), current
+    while b is not target:
+        used = b.drop_unused_captures(used)
+        b = b.parent
+    return target, invariants
 
 
 def _unreplicate(out, shape):
@@ -170,7 +215,8 @@ def _broadcast(shapes, what, src):
 
 
 def _element_shape(bound_shape, leaves, treedef, src):
-    """The shape over which elements run their own loops: bounds and carries broadcast."""
+    """The shape over which elements run their own loops: bounds and carries broadcast.
+    None under scalar bounds when the carries do not broadcast together."""
     if bound_shape:
         for path, x in zip(pytree.leaf_paths(treedef), leaves):
             joint = _try_broadcast(np.shape(x), bound_shape)
@@ -184,13 +230,15 @@ def _element_shape(bound_shape, leaves, treedef, src):
                     f"{path} has shape {np.shape(x)}, smaller than the per-element bounds' shape "
                     f"{bound_shape}: every element needs its own carry value; broadcast it first "
                     f"(np.broadcast_to(v, {bound_shape}))", src)
-    return _broadcast([bound_shape] + [np.shape(x) for x in leaves],
-                      "the carry leaves and the bounds", src)
+        return _broadcast([bound_shape] + [np.shape(x) for x in leaves],
+                          "the carry leaves and the bounds", src)
+    # Scalar bounds: carries that do not broadcast together can only be a collective loop.
+    return _try_broadcast(*[np.shape(x) for x in leaves]) if leaves else ()
 
 
-def _try_broadcast(a, b):
+def _try_broadcast(*shapes):
     try:
-        return tuple(np.broadcast_shapes(a, b))
+        return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         return None
 

@@ -17,6 +17,11 @@ _UFUNCS = {
     np.arctan: xp.atan, np.arctan2: xp.atan2, np.sinh: xp.sinh, np.cosh: xp.cosh,
     np.tanh: xp.tanh, np.exp: xp.exp, np.expm1: xp.expm1, np.log: xp.log, np.log1p: xp.log1p,
     np.log2: xp.log2, np.log10: xp.log10, np.sqrt: xp.sqrt, np.square: xp.square,
+    np.arcsinh: xp.asinh, np.arccosh: xp.acosh, np.arctanh: xp.atanh, np.rint: xp.round,
+    np.trunc: xp.trunc, np.copysign: xp.copysign, np.hypot: xp.hypot,
+    np.logaddexp: xp.logaddexp, np.isnan: xp.isnan, np.isinf: xp.isinf,
+    np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.left_shift: xp.bitwise_left_shift,
+    np.right_shift: xp.bitwise_right_shift, np.conjugate: xp.conj,
     np.maximum: xp.maximum, np.minimum: xp.minimum,
     np.less: xp.less, np.less_equal: xp.less_equal, np.greater: xp.greater,
     np.greater_equal: xp.greater_equal, np.equal: xp.equal, np.not_equal: xp.not_equal,
@@ -67,7 +72,38 @@ _FUNCTIONS = {
     np.max: _reduction(xp.max), np.min: _reduction(xp.min), np.amax: _reduction(xp.max),
     np.amin: _reduction(xp.min),
     np.where: lambda c, a, b: ops.where(c, a, b), np.clip: _clip,
-    np.take: lambda a, indices, axis=None: ops.take(a, indices, axis),
+    np.take: lambda a, indices, axis=None: xp.take(a, indices, axis=axis),
+    np.roll: lambda a, shift, axis=None: xp.roll(a, shift, axis=axis),
+    np.concatenate: lambda arrays, axis=0: xp.concat(arrays, axis=axis),
+    np.stack: lambda arrays, axis=0: xp.stack(arrays, axis=axis),
+    np.expand_dims: lambda a, axis: xp.expand_dims(a, axis=axis),
+    np.squeeze: lambda a, axis=None: xp.squeeze(a, axis=tuple(
+        k for k, d in enumerate(a.shape) if d == 1) if axis is None else axis),
+    np.flip: lambda a, axis=None: xp.flip(a, axis=axis),
+    np.moveaxis: lambda a, source, destination: xp.moveaxis(a, source, destination),
+    np.tile: lambda a, reps: xp.tile(a, reps),
+    np.repeat: lambda a, repeats, axis=None: xp.repeat(a, repeats, axis=axis),
+    np.broadcast_arrays: lambda *arrays: xp.broadcast_arrays(*arrays),
+    np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.matmul(a, b)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2 else _unsupported("np.dot of 3-d arrays"),
+    np.tensordot: lambda a, b, axes=2: xp.tensordot(a, b, axes=axes),
+    np.vecdot: lambda a, b, axis=-1: xp.vecdot(a, b, axis=axis),
+    np.matrix_transpose: lambda x: xp.matrix_transpose(x),
+    np.cumsum: lambda a, axis=None, dtype=None: xp.cumulative_sum(
+        a if axis is not None or np.ndim(a) == 1 else xp.reshape(a, (-1,)), axis=axis,
+        dtype=dtype),
+    np.var: lambda a, axis=None, ddof=0, keepdims=False: xp.var(a, axis=axis, correction=ddof,
+                                                                 keepdims=keepdims),
+    np.std: lambda a, axis=None, ddof=0, keepdims=False: xp.std(a, axis=axis, correction=ddof,
+                                                                 keepdims=keepdims),
+    np.count_nonzero: lambda a, axis=None, keepdims=False: xp.count_nonzero(a, axis=axis,
+                                                                            keepdims=keepdims),
+    np.argmax: lambda a, axis=None, keepdims=False: xp.argmax(a, axis=axis, keepdims=keepdims),
+    np.argmin: lambda a, axis=None, keepdims=False: xp.argmin(a, axis=axis, keepdims=keepdims),
+    np.searchsorted: lambda a, v, side="left": xp.searchsorted(a, v, side=side),
+    np.tril: lambda m, k=0: xp.tril(m, k=k), np.triu: lambda m, k=0: xp.triu(m, k=k),
+    np.round: lambda a, decimals=0: xp.round(a) if decimals == 0 else
+    _unsupported("np.round with decimals"),
     np.broadcast_to: lambda a, shape: ops.broadcast_to(a, shape),
     np.reshape: lambda a, shape=None, **kw: ops.reshape(a, kw.get("newshape", shape)),
     np.transpose: lambda a, axes=None: ops.transpose(a) if axes is None else
@@ -78,6 +114,11 @@ _FUNCTIONS = {
     np.full_like: lambda a, fill_value, dtype=None: xp.full_like(a, fill_value, dtype),
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
 }
+
+
+def _unsupported(what):
+    raise DloopNotImplementedError(f"{what} is not supported on traced arrays yet",
+                                   user_location())
 
 
 def array_function(func, args, kwargs):

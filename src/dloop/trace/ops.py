@@ -297,20 +297,6 @@ def take_nd(x, key):
     return bind1(P["gather"], [x, *idx])
 
 
-def take(x, indices, axis=None):
-    if axis not in (None, 0) or (axis is None and np.ndim(x) != 1):
-        if axis is None:
-            x = reshape(x, (-1,))
-        else:
-            raise DloopNotImplementedError("take along an axis other than 0 is not supported "
-                                           "yet", user_location())
-    if np.ndim(x) != 1:
-        raise DloopNotImplementedError("take from arrays of 2 or more dimensions is not "
-                                       "supported yet; index with one index per axis instead",
-                                       user_location())
-    return take_nd(x, (indices,))
-
-
 def _install_operators():
     def rop(fn):
         return lambda self, other: fn(other, self)

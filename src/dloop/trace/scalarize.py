@@ -98,7 +98,7 @@ def _read(env, x, src):
 
 def _scalar_op(op, env, tables, element_shape, ops):
     prim = op.prim
-    if prim.kind == "host":
+    if prim.kind in ("host", "collective"):
         raise MixingError(f"'{_describe(op)}'", op.src)
     for out in op.outputs:
         if not _fits(out.aval.shape, element_shape):
@@ -136,8 +136,8 @@ def _scalar_op(op, env, tables, element_shape, ops):
 def _describe(op):
     if op.prim is prims.reduce_p:
         return f"{op.params['op']} over the carry"
-    return {"static_slice": "slicing the carry", "reshape": "reshaping the carry"}.get(
-        op.prim.name, op.prim.name)
+    return {"static_slice": "slicing the carry", "reshape": "reshaping the carry",
+            "cloop": "a collective loop over the carry"}.get(op.prim.name, op.prim.name)
 
 
 def mixing_error(err, per_element, loop_src):

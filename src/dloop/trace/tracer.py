@@ -90,6 +90,24 @@ class Builder:
             self.captures[outer] = inner
         return inner
 
+    def owner_of(self, var):
+        """(builder, var there) where `var`, a value of this builder, is first defined: a
+        captured value is followed out to the builder it was captured from."""
+        b = self
+        while True:
+            outer = next((o for o, i in b.captures.items() if i is var), None)
+            if outer is None:
+                return b, var
+            b, var = b.parent, outer
+
+    def drop_unused_captures(self, used_below=()):
+        """Forget captures that no op of this builder (nor a capture of the builder below,
+        `used_below`) reads: left behind when a loop was hoisted out of this builder."""
+        read = {x for op in self.ops for x in op.inputs} | set(used_below)
+        for outer in [o for o, i in self.captures.items() if i not in read]:
+            del self.captures[outer]
+        return set(self.captures)
+
     def emit(self, prim, inputs, params, src):
         outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
         self.ops.append(Op(prim, list(inputs), outs, dict(params), src))

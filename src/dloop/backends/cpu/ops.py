@@ -19,10 +19,31 @@ def _fp(name):
     return lambda r, a, dt, out: r.math(name, *a)
 
 
-for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp",
-              "expm1", "log", "log1p", "log2", "log10", "sqrt", "atan2"):
+for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+              "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "atan2",
+              "pow", "copysign"):
     EMITTERS[_name] = _fp(_name)
-EMITTERS["pow"] = _fp("pow")
+EMITTERS["round"] = lambda r, a, dt, out: r.math("roundeven", a[0]) if is_float(dt) else a[0]
+EMITTERS["trunc"] = lambda r, a, dt, out: r.math("trunc", a[0]) if is_float(dt) else a[0]
+
+
+def _shift(left):
+    def e(r, a, dt, out):
+        x, n = a
+        b = r.b
+        bits = x.type(x.type.width)
+        negative = b.icmp_signed("<", n, x.type(0))
+        clamped = b.select(negative, x.type(0), b.select(b.icmp_signed(">=", n, bits),
+                                                          x.type(x.type.width - 1), n))
+        if left:
+            out_of_range = b.or_(negative, b.icmp_signed(">=", n, bits))
+            return b.select(out_of_range, x.type(0), b.shl(x, clamped))
+        return b.select(negative, x.type(0), b.ashr(x, clamped))
+    return e
+
+
+EMITTERS["shl"] = _shift(True)
+EMITTERS["shr"] = _shift(False)
 
 
 def _arith(fop, iop):

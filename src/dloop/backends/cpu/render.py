@@ -11,9 +11,7 @@ from .types import F64, I8, I64, PTR, SUFFIX, VOID, llvm_type, storage_type
 
 # Elementwise float functions: LLVM intrinsics where LLVM has them, else the C library.
 _INTRINSICS = {"sin", "cos", "exp", "log", "log2", "log10", "sqrt", "floor", "ceil", "fabs",
-               "pow"}
-_LIBM = {"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "expm1", "log1p", "atan2",
-         "fmod"}
+               "pow", "roundeven", "trunc", "copysign"}
 
 
 class Renderer:

@@ -1,0 +1,73 @@
+"""STAGE 3 — VJP rules of the whole-array host primitives and the newer elementwise ones."""
+
+from ..ir import prims
+from .rules import _one, _reciprocal, _unary, _zero_rule
+from .vjp import VJP_RULES
+
+P = prims.REGISTRY
+
+VJP_RULES[P["asinh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
+    "sqrt", em.add(em.mul(x, x), _one(em, x)))))
+VJP_RULES[P["acosh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
+    "sqrt", em.op("sub", em.mul(x, x), _one(em, x)))))
+VJP_RULES[P["atanh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
+    "sub", _one(em, x), em.mul(x, x))))
+for _name in ("round", "trunc", "shl", "shr", "argreduce", "searchsorted"):
+    VJP_RULES[P[_name]] = _zero_rule
+
+
+def _copysign_rule(em, op, bars, needs, context):
+    a, b = op.inputs
+    g = bars[0]
+    sign = em.mul(em.op("copysign", _one(em, a), a), em.op("copysign", _one(em, a), b))
+    return [em.unbroadcast(em.mul(g, sign), a.aval.shape) if needs[0] else None, None]
+
+
+def _roll_rule(em, op, bars, needs, context):
+    return [em.op("roll", bars[0], shift=tuple(-s for s in op.params["shift"]),
+                  axes=op.params["axes"])]
+
+
+def _flip(em, x, axis):
+    key = tuple(slice(None, None, -1) if k == axis else slice(None)
+                for k in range(x.aval.ndim))
+    return em.op("static_slice", x, key=key, shape=x.aval.shape)
+
+
+def _cumsum_rule(em, op, bars, needs, context):
+    axis = op.params["axis"]
+    return [_flip(em, em.op("cumsum", _flip(em, bars[0], axis), axis=axis), axis)]
+
+
+def _concat_rule(em, op, bars, needs, context):
+    axis, start, out = op.params["axis"], 0, []
+    for x, need in zip(op.inputs, needs):
+        size = x.aval.shape[axis]
+        if need:
+            key = (slice(None),) * axis + (slice(start, start + size),)
+            out.append(em.op("static_slice", bars[0], key=key, shape=x.aval.shape))
+        else:
+            out.append(None)
+        start += size
+    return out
+
+
+def _swap_last(em, x):
+    axes = list(range(x.aval.ndim))
+    axes[-2:] = axes[-1], axes[-2]
+    return em.op("transpose", x, axes=tuple(axes))
+
+
+def _matmul_rule(em, op, bars, needs, context):
+    a, b = op.inputs
+    g = bars[0]
+    ga = em.unbroadcast(em.op("matmul", g, _swap_last(em, b)), a.aval.shape) if needs[0] else None
+    gb = em.unbroadcast(em.op("matmul", _swap_last(em, a), g), b.aval.shape) if needs[1] else None
+    return [ga, gb]
+
+
+VJP_RULES[P["copysign"]] = _copysign_rule
+VJP_RULES[P["roll"]] = _roll_rule
+VJP_RULES[P["cumsum"]] = _cumsum_rule
+VJP_RULES[P["concat"]] = _concat_rule
+VJP_RULES[P["matmul"]] = _matmul_rule
