@@ -5,7 +5,7 @@ import functools
 import array_api_compat
 import numpy as np
 
-from . import pytree
+from . import libraries, pytree
 from .ad import collective as _collective_rules  # noqa: F401  (registers the VJP)
 from .ad import loops as _loop_rules  # noqa: F401  (registers the loop VJP)
 from .ad import rules as _rules  # noqa: F401  (registers the primitive VJPs)
@@ -13,7 +13,7 @@ from .ad import rules_arrays as _array_rules  # noqa: F401
 from .ad.vjp import vjp_graph
 from .backends.base import get_backend
 from .config import config
-from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
+from .errors import DloopTypeError, DloopValueError
 from .ir.graph import Aval, Graph, Var
 from .ir.verify import check_graph
 from .kernel.schedule import schedule
@@ -26,15 +26,22 @@ _last_backend = [None]
 
 
 def _as_input(x, path, where):
-    if isinstance(x, (bool, int, float, np.generic)):
-        return np.asarray(x)
-    if isinstance(x, np.ndarray):
-        return x
-    if array_api_compat.is_array_api_obj(x):
-        raise DloopNotImplementedError(
-            f"{path} is a {type(x).__module__}.{type(x).__name__}; this version accepts NumPy "
-            "arrays only (convert with np.asarray)", where)
+    if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
+            array_api_compat.is_array_api_obj(x):
+        return libraries.to_numpy(x, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
+
+
+class _Library:
+    """Converts a call's results back to the library its arguments came from."""
+
+    def __init__(self, leaves, where):
+        self.name, self.example = libraries.common_library(leaves, where)
+
+    def out(self, tree):
+        leaves, td = pytree.flatten(tree)
+        return pytree.unflatten(td, [libraries.from_numpy(np.asarray(x), self.name,
+                                                          self.example) for x in leaves])
 
 
 def _backend():
@@ -45,6 +52,7 @@ def _backend():
 
 def _trace(fn, args, where):
     leaves, treedef = pytree.flatten(list(args))
+    library = _Library(leaves, where)
     paths = pytree.leaf_paths(treedef, "args")
     arrays = [_as_input(x, p, where) for x, p in zip(leaves, paths)]
     with Builder() as b:
@@ -58,7 +66,7 @@ def _trace(fn, args, where):
         graph = b.finish(out_leaves)
     if config.debug:
         print(f"dloop: traced graph\n{graph}")
-    return graph, b.consts, arrays, out_td, paths
+    return graph, b.consts, arrays, out_td, library
 
 
 def _run(graph, consts, args):
@@ -68,11 +76,13 @@ def _run(graph, consts, args):
     return Execution(backend).run(program, args)
 
 
-def run_eagerly(thunk):
-    """fori_loop / while_loop called on concrete arrays: trace the call alone and run it."""
+def run_eagerly(thunk, operands):
+    """fori_loop / while_loop called on concrete arrays: trace the call alone and run it;
+    the results are arrays of the operands' library."""
     where = user_location()
+    library = _Library(pytree.flatten(operands)[0], where)
     graph, consts, _, out_td, _ = _trace(lambda: thunk(), [], where)
-    return pytree.unflatten(out_td, _run(graph, consts, []))
+    return library.out(pytree.unflatten(out_td, _run(graph, consts, [])))
 
 
 def jit(fun):
@@ -80,8 +90,8 @@ def jit(fun):
     @functools.wraps(fun)
     def jitted(*args):
         where = user_location()
-        graph, consts, arrays, out_td, _ = _trace(fun, args, where)
-        return pytree.unflatten(out_td, _run(graph, consts, arrays))
+        graph, consts, arrays, out_td, library = _trace(fun, args, where)
+        return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays)))
     return jitted
 
 
@@ -101,7 +111,7 @@ def _diff_inputs(args, nums, where):
         leaves, td = pytree.flatten(a)
         if k in nums:
             for j, (x, path) in enumerate(zip(leaves, pytree.leaf_paths(td, f"args[{k}]"))):
-                dtype = np.result_type(x) if not hasattr(x, "dtype") else np.dtype(x.dtype)
+                dtype = _as_input(x, path, where).dtype
                 if not np.issubdtype(dtype, np.floating):
                     raise DloopTypeError(
                         f"cannot differentiate with respect to {path}: its dtype is "
@@ -128,7 +138,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         where = user_location()
         nums = _argnums(argnums, len(args), where)
         positions = _diff_inputs(args, nums, where)
-        graph, consts, arrays, out_td, _ = _trace(fun, args, where)
+        graph, consts, arrays, out_td, library = _trace(fun, args, where)
         if has_aux and (out_td.kind not in ("tuple", "list") or len(out_td.children) != 2):
             raise DloopTypeError("with has_aux=True the function must return (loss, aux)", where)
         _check_loss(graph, where)
@@ -146,7 +156,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             grads.append(pytree.unflatten(td, results[cursor:cursor + count]))
             cursor += count
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
-        return value, grads
+        return library.out(value), library.out(grads)
     return wrapped
 
 
@@ -166,7 +176,7 @@ def vjp(fun, *primals, has_aux=False):
     The forward sweep runs now; its tapes stay alive for as long as f_vjp does."""
     where = user_location()
     positions = _diff_inputs(primals, range(len(primals)), where)
-    graph, consts, arrays, out_td, _ = _trace(fun, primals, where)
+    graph, consts, arrays, out_td, library = _trace(fun, primals, where)
     n_main = len(graph.outputs)
     if has_aux:
         main_td, aux_td = out_td.children
@@ -186,22 +196,23 @@ def vjp(fun, *primals, has_aux=False):
     res_vals = fwd_out[n_main:n_main + len(residuals)]
     bwd_program = schedule(bwd, consts)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
-    out = pytree.unflatten(main_td if has_aux else out_td, out_vals)
+    out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
 
     def f_vjp(cotangent):
         cts, ct_td = pytree.flatten(cotangent)
         if len(cts) != len(out_shapes):
             raise DloopTypeError("the cotangent must have the structure of the function's "
                                  "output", user_location())
-        cts = [np.asarray(c, dtype=a.dtype).reshape(a.shape) if np.shape(c) == a.shape else
-               _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
+        cts = [libraries.to_numpy(c).astype(a.dtype).reshape(a.shape)
+               if tuple(np.shape(c)) == a.shape else _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
         grads = Execution(execution.backend, fresh=False).run(bwd_program, res_vals + cts)
-        return tuple(pytree.unflatten(positions[k][2],
-                                      grads[positions[k][0]:positions[k][0] + positions[k][1]])
-                     for k in range(len(primals)))
+        return library.out(tuple(pytree.unflatten(
+            positions[k][2], grads[positions[k][0]:positions[k][0] + positions[k][1]])
+            for k in range(len(primals))))
     f_vjp.keepalive = execution
     if has_aux:
-        return out, f_vjp, pytree.unflatten(aux_td, fwd_out[n_main + len(residuals):])
+        return out, f_vjp, library.out(pytree.unflatten(aux_td,
+                                                        fwd_out[n_main + len(residuals):]))
     return out, f_vjp
 
 

@@ -75,15 +75,9 @@ def leaf_paths(treedef, root="carry"):
 def _paths(td, prefix, out):
     if td.kind == "leaf":
         out.append(prefix)
-    elif td.kind == "dict":
-        for k, c in zip(td.meta, td.children):
-            _paths(c, f"{prefix}[{k!r}]", out)
-    elif td.kind == "namedtuple":
-        for name, c in zip(td.meta._fields, td.children):
-            _paths(c, f"{prefix}.{name}", out)
-    else:
-        for i, c in enumerate(td.children):
-            _paths(c, f"{prefix}[{i}]", out)
+        return
+    for name, c in zip(_child_paths(td, prefix), td.children):
+        _paths(c, name, out)
 
 
 def describe(td):
@@ -101,3 +95,24 @@ def describe(td):
     if td.kind == "namedtuple":
         return f"{td.meta.__name__}({inner})"
     return f"({inner},)" if len(td.children) == 1 else f"({inner})"
+
+
+def first_difference(expected, got, root="carry"):
+    """(path, what it was, what it became) at the first place two structures differ."""
+    if expected.kind != got.kind or expected.meta != got.meta or \
+            len(expected.children) != len(got.children):
+        return root, describe(expected), describe(got)
+    names = _child_paths(expected, root)
+    for name, a, b in zip(names, expected.children, got.children):
+        diff = first_difference(a, b, name)
+        if diff is not None:
+            return diff
+    return None
+
+
+def _child_paths(td, prefix):
+    if td.kind == "dict":
+        return [f"{prefix}[{k!r}]" for k in td.meta]
+    if td.kind == "namedtuple":
+        return [f"{prefix}.{name}" for name in td.meta._fields]
+    return [f"{prefix}[{i}]" for i in range(len(td.children))]

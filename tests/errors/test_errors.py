@@ -45,7 +45,15 @@ def test_grad_with_respect_to_boolean_argument(backend):
 def test_body_changes_carry_structure(backend):
     with pytest.raises(dl.DloopTypeError) as e:
         dl.fori_loop(0, N, lambda i, c: (c[0], c[1], c[0]), (X, X))  # E-structure
-    check(e, dl.DloopTypeError, "E-structure", "structure")
+    check(e, dl.DloopTypeError, "E-structure", "structure", "at carry:")
+
+
+def test_body_changes_nested_carry_structure_names_the_path(backend):
+    init = (X, {"pos": X, "vel": (X, X)})
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N, lambda i, c: (c[0], {"pos": c[1]["pos"], "vel": c[1]["vel"][0]}),  # E-path
+                     init)
+    check(e, dl.DloopTypeError, "E-path", "carry[1]['vel']", "(*, *)", "became *")
 
 
 def test_body_changes_carry_shape(backend):

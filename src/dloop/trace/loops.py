@@ -7,6 +7,7 @@ import numpy as np
 from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
+from ..libraries import to_numpy
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
 from . import ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
@@ -34,7 +35,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     src = user_location()
     if not is_tracing():
         from ..api import run_eagerly
-        return run_eagerly(lambda: fori_loop(lower, upper, body_fun, init_val))
+        return run_eagerly(lambda: fori_loop(lower, upper, body_fun, init_val),
+                           [lower, upper, init_val])
     lo, hi = _bound(lower, "lower", src), _bound(upper, "upper", src)
     leaves, treedef = _carry_leaves(init_val, src)
     index_dtype = np.dtype(ops.result_dtype(lo, hi))
@@ -68,7 +70,7 @@ def while_loop(cond_fun, body_fun, init_val):
     src = user_location()
     if not is_tracing():
         from ..api import run_eagerly
-        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val))
+        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val), [init_val])
     leaves, treedef = _carry_leaves(init_val, src)
     parent = current_builder()
     with Builder(parent) as cond_b:
@@ -181,6 +183,7 @@ def _aval(x):
 
 
 def _bound(b, name, src):
+    b = _from_library(b, src)
     if isinstance(b, (bool, np.bool_)) or not (isinstance(b, (int, np.integer)) or (
             isinstance(b, (Tracer, np.ndarray)) and np.issubdtype(b.dtype, np.integer))):
         kind = getattr(b, "dtype", type(b).__name__)
@@ -189,10 +192,19 @@ def _bound(b, name, src):
     return b
 
 
+def _from_library(x, src):
+    """An array of another library (torch, array_api_strict), as NumPy; others unchanged."""
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
+            not hasattr(x, "__dlpack__"):
+        return x
+    return to_numpy(x, src)
+
+
 def _carry_leaves(init, src):
     leaves, treedef = pytree.flatten(init)
     out = []
     for path, x in zip(pytree.leaf_paths(treedef), leaves):
+        x = _from_library(x, src)
         if isinstance(x, (bool, int, float)):
             x = np.asarray(x)
         if not isinstance(x, (Tracer, np.ndarray, np.generic)):
@@ -246,8 +258,9 @@ def _try_broadcast(*shapes):
 def _check_carry_out(out, leaves, treedef, fname, src):
     out_leaves, out_td = pytree.flatten(out)
     if out_td != treedef:
-        raise DloopTypeError(f"{fname} must return a carry with the structure of the initial "
-                             f"carry {pytree.describe(treedef)}, got {pytree.describe(out_td)}",
+        path, was, became = pytree.first_difference(treedef, out_td)
+        raise DloopTypeError(f"{fname} changed the structure of the carry at {path}: it was "
+                             f"{was} and became {became}; a loop carry keeps its structure",
                              src)
     checked = []
     for path, new, old in zip(pytree.leaf_paths(treedef), out_leaves, leaves):

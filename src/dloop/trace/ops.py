@@ -9,6 +9,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ..errors import DloopIndexError, DloopNotImplementedError, DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.semantics import evaluate
+from ..libraries import to_numpy
 from .source import user_location
 from .tracer import Tracer, bind1
 
@@ -23,6 +24,8 @@ def is_traced(*xs):
 def _check_operand(x):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
         return x
+    if hasattr(x, "__dlpack__"):
+        return to_numpy(x, user_location())       # an array of another library, captured
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         return np.asarray(x)
     raise DloopTypeError(f"unsupported operand of type {type(x).__name__}", user_location())
