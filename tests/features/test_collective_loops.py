@@ -164,3 +164,18 @@ def test_carries_of_different_shapes(backend):
     assert m.shape == (3, 3) and v.shape == (2,)
     assert_close(dl.grad(lambda s: (lambda c: c[0].sum() + c[1].sum())(f(s)))(s),
                  finite_difference(ref, s), rtol=1e-6)
+
+
+def test_nested_pytree_carry_with_none_and_namedtuple(backend):
+    from collections import namedtuple
+    State = namedtuple("State", ["pos", "extra"])
+    x = np.array([0.5, 1.5])
+
+    def f(x):
+        def body(i, c):
+            state, (nothing, scale) = c
+            return State(state.pos * scale, None), (None, scale)
+        out, _ = dl.fori_loop(0, 3, body, (State(x, None), (None, np.float64(0.5))))
+        return out.pos.sum()
+
+    assert_close(dl.grad(f)(x), np.full(2, 0.125), rtol=1e-12)

@@ -2,6 +2,7 @@
 threads; ctypes releases the GIL during each call, so every core works. Chunks are small
 enough that elements with long loops do not leave cores idle."""
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,8 +63,19 @@ class CpuBackend(Backend):
         if workers == 1 or n_threads < 2 * _MIN_CHUNK:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
+        # One task per worker; each takes chunks from a shared counter until none are left
+        # (next() on itertools.count is atomic under the GIL), so a chunk costs one ctypes
+        # call, and elements with long loops do not leave a core idle.
         chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
-        futures = [pool.submit(compiled.call, start, min(start + chunk, n_threads), n_threads,
-                               *addresses) for start in range(0, n_threads, chunk)]
+        starts = itertools.count(0, chunk)
+
+        def work():
+            for start in starts:
+                if start >= n_threads:
+                    return
+                compiled.call(start, min(start + chunk, n_threads), n_threads, *addresses)
+
+        futures = [pool.submit(work) for _ in range(workers - 1)]
+        work()
         for f in futures:
             f.result()

@@ -1,0 +1,237 @@
+"""W1, per-element fori: v <- 0.95 v + 0.1 x sin(v), n[j] times for element j; the gradient
+of sum(v) with respect to x. Trip counts uniform in [0, 200), or skewed (1% at 1,000, the
+rest at 10)."""
+
+import numpy as np
+
+import peers
+from harness import Impl
+
+NAME = "W1 per-element fori"
+
+
+def cases(quick):
+    n = 20_000 if quick else 100_000
+    return [(f"N={n:,} uniform", n, "uniform"), (f"N={n:,} skewed", n, "skewed")]
+
+
+def make_data(n, kind, rng):
+    x = rng.random(n)
+    if kind == "uniform":
+        trips = rng.integers(0, 200, size=n)
+    else:
+        trips = np.full(n, 10)
+        trips[rng.choice(n, n // 100, replace=False)] = 1000
+    return {"x": x, "n": trips}
+
+
+def numpy_adjoint(d):
+    """A careful hand-written adjoint: compacted history of the active elements only."""
+    x, n = d["x"], d["n"]
+    order = np.argsort(-n, kind="stable")          # active elements are a prefix each step
+    xs, ns = x[order], n[order]
+    counts = np.searchsorted(-ns, -np.arange(int(n.max()) + 1), side="right")[1:]
+
+    def forward():
+        v = xs.copy()
+        for i, k in enumerate(counts):
+            v[:k] = v[:k] * 0.95 + np.sin(v[:k]) * xs[:k] * 0.1
+        out = np.empty_like(v)
+        out[order] = v
+        return out
+
+    def gradient():
+        v = xs.copy()
+        history = []
+        for k in counts:
+            history.append(v[:k].copy())
+            v[:k] = v[:k] * 0.95 + np.sin(v[:k]) * xs[:k] * 0.1
+        state["bytes"] = sum(h.nbytes for h in history)
+        v_bar, x_bar = np.ones_like(v), np.zeros_like(v)
+        for h in reversed(history):
+            k = h.size
+            x_bar[:k] += v_bar[:k] * np.sin(h) * 0.1
+            v_bar[:k] *= 0.95 + np.cos(h) * xs[:k] * 0.1
+        g = np.empty_like(v)
+        g[order] = x_bar + v_bar
+        return g
+
+    state = {}
+    return Impl(forward, gradient, lambda: state["bytes"])
+
+
+def dloop(d):
+    import dloop as dl
+    x, n = d["x"], d["n"]
+
+    def simulate(x):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x)
+
+    grad = dl.grad(lambda x: simulate(x).sum())
+    fwd = dl.jit(simulate)
+    return Impl(lambda: fwd(x), lambda: grad(x),
+                lambda: dl.memory_stats()["adstack_bytes_used"])
+
+
+def _jax(d, checkpoint):
+    jax = peers.jax()
+    jnp, lax = jax.numpy, jax.lax
+    x, n = jnp.asarray(d["x"]), jnp.asarray(d["n"])
+    longest = int(d["n"].max())
+
+    def one(xj, nj):            # a scalar loop, masked to the longest trip count
+        def body(i, v):
+            return jnp.where(i < nj, v * 0.95 + jnp.sin(v) * xj * 0.1, v)
+        return lax.fori_loop(0, longest, jax.checkpoint(body) if checkpoint else body, xj)
+
+    simulate = jax.vmap(one)
+    fwd = jax.jit(simulate)
+    grad = jax.jit(jax.grad(lambda x: simulate(x, n).sum()))
+    return Impl(lambda: fwd(x, n).block_until_ready(),
+                lambda: np.asarray(grad(x).block_until_ready()))
+
+
+def jax_masked(d):
+    return _jax(d, False)
+
+
+def jax_checkpoint(d):
+    return _jax(d, True)
+
+
+def torch_eager(d):
+    torch = peers.need("torch")
+    n = torch.from_numpy(d["n"])
+    longest = int(d["n"].max())
+
+    def simulate(x):
+        v = x
+        for i in range(longest):
+            v = torch.where(i < n, v * 0.95 + torch.sin(v) * x * 0.1, v)
+        return v
+
+    def gradient():
+        x = torch.from_numpy(d["x"]).requires_grad_(True)
+        simulate(x).sum().backward()
+        return x.grad.numpy()
+
+    def forward():
+        with torch.no_grad():
+            return simulate(torch.from_numpy(d["x"]))
+
+    return Impl(forward, gradient)
+
+
+def _drjit(d, mode):
+    dr = peers.need("drjit")
+    from drjit.llvm.ad import Float64, Int32
+    n = Int32(d["n"].astype(np.int32))
+    kw = {"mode": mode}
+    if mode == "symbolic":
+        kw["max_iterations"] = int(d["n"].max())
+
+    def run(x):
+        i, v, _, _ = dr.while_loop((Int32(0), Float64(x), x, n), lambda i, v, x, n: i < n,
+                                   lambda i, v, x, n: (i + 1, v * 0.95 + dr.sin(v) * x * 0.1,
+                                                       x, n), **kw)
+        return v
+
+    def forward():
+        v = run(Float64(d["x"]))
+        dr.eval(v)
+        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
+        return v
+
+    def gradient():
+        x = Float64(d["x"])
+        dr.enable_grad(x)
+        dr.backward(dr.sum(run(x)))
+        return np.array(dr.grad(x))
+
+    return Impl(forward, gradient)
+
+
+def drjit_evaluated(d):
+    return _drjit(d, "evaluated")
+
+
+def drjit_symbolic(d):
+    return _drjit(d, "symbolic")
+
+
+def quadrants(d):
+    qd = peers.quadrants()
+    size = d["x"].size
+    x = qd.field(qd.f64, shape=size, needs_grad=True)
+    n = qd.field(qd.i32, shape=size)
+    out = qd.field(qd.f64, shape=size)
+    loss = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def simulate():
+        for t in range(size):
+            v = x[t]
+            for _ in range(n[t]):
+                v = v * 0.95 + qd.sin(v) * x[t] * 0.1
+            out[t] = v
+
+    @qd.kernel
+    def total():
+        for t in range(size):
+            v = x[t]
+            for _ in range(n[t]):
+                v = v * 0.95 + qd.sin(v) * x[t] * 0.1
+            loss[None] += v
+
+    x.from_numpy(d["x"])
+    n.from_numpy(d["n"].astype(np.int32))
+
+    def forward():
+        simulate()
+        qd.sync()
+
+    def gradient():
+        with qd.ad.Tape(loss=loss):
+            total()
+        return x.grad.to_numpy()
+
+    return Impl(forward, gradient)
+
+
+def warp(d):
+    wp = peers.warp()
+    f64 = wp.float64
+
+    @wp.kernel
+    def simulate(x: wp.array(dtype=f64), n: wp.array(dtype=wp.int32), out: wp.array(dtype=f64)):
+        t = wp.tid()
+        v = x[t]
+        for _ in range(n[t]):
+            v = v * f64(0.95) + wp.sin(v) * x[t] * f64(0.1)
+        out[t] = v
+
+    size = d["x"].size
+    n = wp.array(d["n"].astype(np.int32), dtype=wp.int32)
+
+    def forward():
+        x = wp.array(d["x"], dtype=f64)
+        out = wp.zeros(size, dtype=f64)
+        wp.launch(simulate, dim=size, inputs=[x, n, out])
+        wp.synchronize()
+
+    def gradient():
+        x = wp.array(d["x"], dtype=f64, requires_grad=True)
+        out = wp.zeros(size, dtype=f64, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(simulate, dim=size, inputs=[x, n, out])
+        tape.backward(grads={out: wp.ones(size, dtype=f64)})
+        return x.grad.numpy()
+
+    return Impl(forward, gradient)
+
+
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
+           "jax-checkpoint": jax_checkpoint, "torch-eager": torch_eager,
+           "drjit-evaluated": drjit_evaluated, "drjit-symbolic": drjit_symbolic,
+           "quadrants": quadrants, "warp": warp}

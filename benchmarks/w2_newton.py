@@ -1,0 +1,225 @@
+"""W2, per-element while: Newton's method on v**3 + a v - 1 = 0 from v = 1, until
+|f| < 1e-10; the gradient of sum(v) with respect to a."""
+
+import numpy as np
+
+import peers
+from harness import Impl
+
+NAME = "W2 per-element while"
+TOL = 1e-10
+CAP = 64          # for the peers that cannot run a while loop backwards: mask to CAP steps
+
+
+def cases(quick):
+    n = 20_000 if quick else 200_000
+    return [(f"N={n:,}", n)]
+
+
+def make_data(n, rng):
+    return {"a": np.exp(rng.uniform(-3.0, 3.0, size=n))}    # 1 to ~40 Newton steps
+
+
+def residual(v, a):
+    return v ** 3 + a * v - 1.0
+
+
+def step(v, a):
+    return v - (v ** 3 + a * v - 1.0) / (3.0 * v ** 2 + a)
+
+
+def numpy_adjoint(d):
+    a = d["a"]
+
+    def forward():
+        v = np.ones_like(a)
+        active = np.arange(a.size)
+        while active.size:
+            active = active[np.abs(residual(v[active], a[active])) > TOL]
+            v[active] = step(v[active], a[active])
+        return v
+
+    def gradient():
+        v = np.ones_like(a)
+        active = np.arange(a.size)
+        history = []
+        while True:
+            active = active[np.abs(residual(v[active], a[active])) > TOL]
+            if not active.size:
+                break
+            history.append((active, v[active].copy()))
+            v[active] = step(v[active], a[active])
+        state["bytes"] = sum(i.nbytes + h.nbytes for i, h in history)
+        v_bar, a_bar = np.ones_like(a), np.zeros_like(a)
+        for idx, vk in reversed(history):
+            ak, g = a[idx], v_bar[idx]
+            den = 3.0 * vk ** 2 + ak
+            f = vk ** 3 + ak * vk - 1.0
+            # v' = v - f / den: dv'/dv = 1 - (den * den - f * 6 v) / den^2, dv'/da = -(v den - f) / den^2
+            a_bar[idx] += g * -(vk * den - f) / den ** 2
+            v_bar[idx] = g * (1.0 - (den * den - f * 6.0 * vk) / den ** 2)
+        return a_bar
+
+    state = {}
+    return Impl(forward, gradient, lambda: state["bytes"])
+
+
+def dloop(d):
+    import dloop as dl
+    a0 = d["a"]
+
+    def solve(a):
+        return dl.while_loop(lambda v: np.abs(residual(v, a)) > TOL, lambda v: step(v, a),
+                             np.ones_like(a))
+
+    fwd, grad = dl.jit(solve), dl.grad(lambda a: solve(a).sum())
+    return Impl(lambda: fwd(a0), lambda: grad(a0),
+                lambda: dl.memory_stats()["adstack_bytes_used"])
+
+
+def _masked(where, abs_):
+    def solve(a):
+        v = a * 0 + 1.0
+        for _ in range(CAP):
+            v = where(abs_(residual(v, a)) > TOL, step(v, a), v)
+        return v
+    return solve
+
+
+def jax_masked(d):
+    jax = peers.jax()
+    jnp, lax = jax.numpy, jax.lax
+    a = jnp.asarray(d["a"])
+
+    def solve(a):
+        body = lambda i, v: jnp.where(jnp.abs(residual(v, a)) > TOL, step(v, a), v)  # noqa
+        return lax.fori_loop(0, CAP, body, jnp.ones_like(a))
+
+    fwd, grad = jax.jit(solve), jax.jit(jax.grad(lambda a: solve(a).sum()))
+    return Impl(lambda: fwd(a).block_until_ready(), lambda: np.asarray(grad(a)))
+
+
+def torch_eager(d):
+    torch = peers.need("torch")
+    solve = _masked(torch.where, torch.abs)
+
+    def gradient():
+        a = torch.from_numpy(d["a"]).requires_grad_(True)
+        solve(a).sum().backward()
+        return a.grad.numpy()
+
+    def forward():
+        with torch.no_grad():
+            return solve(torch.from_numpy(d["a"]))
+
+    return Impl(forward, gradient)
+
+
+def _drjit(d, mode):
+    dr = peers.need("drjit")
+    from drjit.llvm.ad import Float64
+    kw = {"mode": mode}
+    if mode == "symbolic":
+        kw["max_iterations"] = CAP
+
+    def solve(a):
+        (v, _) = dr.while_loop((dr.ones(Float64, dr.width(a)), a),
+                               lambda v, a: dr.abs(residual(v, a)) > TOL,
+                               lambda v, a: (step(v, a), a), **kw)
+        return v
+
+    def gradient():
+        a = Float64(d["a"])
+        dr.enable_grad(a)
+        dr.backward(dr.sum(solve(a)))
+        return np.array(dr.grad(a))
+
+    def forward():
+        v = solve(Float64(d["a"]))
+        dr.eval(v)
+        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
+
+    return Impl(forward, gradient)
+
+
+def drjit_evaluated(d):
+    return _drjit(d, "evaluated")
+
+
+def drjit_symbolic(d):
+    return _drjit(d, "symbolic")
+
+
+def quadrants(d):
+    qd = peers.quadrants()
+    size = d["a"].size
+    a = qd.field(qd.f64, shape=size, needs_grad=True)
+    out = qd.field(qd.f64, shape=size)
+    loss = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.func
+    def solve_one(ak):
+        v = 1.0
+        while qd.abs(v ** 3 + ak * v - 1.0) > TOL:
+            v = v - (v ** 3 + ak * v - 1.0) / (3.0 * v ** 2 + ak)
+        return v
+
+    @qd.kernel
+    def solve():
+        for t in range(size):
+            out[t] = solve_one(a[t])
+
+    @qd.kernel
+    def total():
+        for t in range(size):
+            loss[None] += solve_one(a[t])
+
+    a.from_numpy(d["a"])
+
+    def gradient():
+        with qd.ad.Tape(loss=loss):
+            total()
+        return a.grad.to_numpy()
+
+    return Impl(lambda: (solve(), qd.sync()), gradient)
+
+
+def warp(d):
+    wp = peers.warp()
+    f64 = wp.float64
+
+    @wp.kernel
+    def solve(a: wp.array(dtype=f64), out: wp.array(dtype=f64)):
+        t = wp.tid()
+        v = f64(1.0)
+        ak = a[t]
+        while wp.abs(v * v * v + ak * v - f64(1.0)) > f64(TOL):
+            v = v - (v * v * v + ak * v - f64(1.0)) / (f64(3.0) * v * v + ak)
+        out[t] = v
+
+    size = d["a"].size
+
+    def run(requires_grad):
+        a = wp.array(d["a"], dtype=f64, requires_grad=requires_grad)
+        out = wp.zeros(size, dtype=f64, requires_grad=requires_grad)
+        return a, out
+
+    def forward():
+        a, out = run(False)
+        wp.launch(solve, dim=size, inputs=[a, out])
+        wp.synchronize()
+
+    def gradient():
+        a, out = run(True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(solve, dim=size, inputs=[a, out])
+        tape.backward(grads={out: wp.ones(size, dtype=f64)})
+        return a.grad.numpy()
+
+    return Impl(forward, gradient)
+
+
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
+           "torch-eager": torch_eager, "drjit-evaluated": drjit_evaluated,
+           "drjit-symbolic": drjit_symbolic, "quadrants": quadrants, "warp": warp}
