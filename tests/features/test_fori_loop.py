@@ -119,3 +119,14 @@ def test_gather_from_invariant_table_with_loop_index(backend):
         for i in range(n[j]):
             expected[j] = expected[j] + table[i] * expected[j]
     assert_close(out, expected, rtol=1e-12)
+
+
+def test_loop_gathers_from_a_table_computed_just_before(backend):
+    x = np.arange(5.0)
+    n = np.array([1, 2, 3, 1, 0])
+
+    def f(x):
+        t = x * 2.0
+        return dl.fori_loop(0, n, lambda i, v: v + t[i], x)
+
+    np.testing.assert_array_equal(dl.jit(f)(x), [0.0, 3.0, 8.0, 3.0, 4.0])

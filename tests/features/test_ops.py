@@ -184,3 +184,14 @@ def test_gather_outside_loops_and_gradient(backend):
     f = lambda t: (t[idx] ** 2).sum()  # noqa: E731
     assert_close(dl.jit(lambda t: t[idx])(table), table[idx], rtol=0)
     assert_close(dl.grad(f)(table), finite_difference(f, table), rtol=1e-6)
+
+
+def test_gather_from_a_table_computed_just_before(backend):
+    # The table is made by an elementwise op of the same shape as the gather: the gather
+    # must read the finished array, not one element of it.
+    x = np.arange(5.0)
+    idx = np.array([4, 3, 2, 1, 0])
+    f = lambda v: ((v * 2.0)[idx] + v) ** 2  # noqa: E731
+    assert_close(dl.jit(f)(x), f(x), rtol=0)
+    assert_close(dl.grad(lambda v: f(v).sum())(x), finite_difference(lambda v: f(v).sum(), x),
+                 rtol=1e-6)

@@ -281,7 +281,7 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
         ins = []
         for pos, x in enumerate(op.inputs):
             val = read(kb, env, x) if not (isinstance(env.get(x), TableRef) and
-                                           not _table_use(op, pos)) else env[("elem", x)]
+                                           not table_operand(op, pos)) else env[("elem", x)]
             ins.append(val)
         env.update(safe_zip(op.outputs, LOWERINGS[op.prim](kb, op, ins)))
     if count_loops is None:
@@ -290,7 +290,8 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
     return kb.kernel
 
 
-def _table_use(op, pos):
+def table_operand(op, pos):
+    """Whether op reads operand `pos` as a whole array (gathered), not per element."""
     if op.prim is prims.gather_p:
         return pos == 0
     if op.prim.kind == "loop":
@@ -301,8 +302,8 @@ def _table_use(op, pos):
 
 
 def _table_inputs(ops):
-    return {x for op in ops for pos, x in enumerate(op.inputs) if _table_use(op, pos)}
+    return {x for op in ops for pos, x in enumerate(op.inputs) if table_operand(op, pos)}
 
 
 def _used_elementwise(ops, v):
-    return any(x is v and not _table_use(op, pos) for op in ops for pos, x in enumerate(op.inputs))
+    return any(x is v and not table_operand(op, pos) for op in ops for pos, x in enumerate(op.inputs))

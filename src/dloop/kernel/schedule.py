@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from ..ir import prims
 from ..ir.graph import Var
+from .lower import table_operand
 
 
 @dataclass(eq=False)
@@ -44,7 +45,7 @@ def schedule(graph, consts, name="f"):
             steps.append(HostStep(op))
             continue
         shape = fusion_shape(op)
-        if group is None or group.shape != shape or _bounds_made_in(group, op):
+        if group is None or group.shape != shape or _needs_inputs_made_in(group, op):
             group = KernelStep(f"{name}_k{len(steps)}", shape, [])
             steps.append(group)
         group.ops.append(op)
@@ -52,13 +53,15 @@ def schedule(graph, consts, name="f"):
     return Program(graph.inputs, graph.outputs, consts, steps, _last_use(steps, graph))
 
 
-def _bounds_made_in(group, op):
-    """A taped loop's bounds must exist before its kernel starts: adstacks are sized from
-    them at launch."""
-    if op.prim is not prims.loop_tape_p:
-        return False
+def _needs_inputs_made_in(group, op):
+    """Whether op reads, as a finished array, a value the group computes: a gathered table
+    (a kernel holds one element of each value, not the whole array), or a taped loop's bounds
+    (adstacks are sized from them when the kernel starts). Such an op starts a new kernel."""
     made = {o for g in group.ops for o in g.outputs}
-    return any(x in made for x in op.inputs[:op.params["info"].n_bounds])
+    whole = [x for pos, x in enumerate(op.inputs) if table_operand(op, pos)]
+    if op.prim is prims.loop_tape_p:
+        whole += op.inputs[:op.params["info"].n_bounds]
+    return any(x in made for x in whole)
 
 
 def _wire(steps, graph):
