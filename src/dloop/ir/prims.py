@@ -89,7 +89,8 @@ reduce_p = _make("reduce", "host",
 reshape_p = _make("reshape", "host", lambda a, *, shape: [(tuple(shape), a.dtype)])
 transpose_p = _make("transpose", "host",
                     lambda a, *, axes: [(tuple(a.shape[k] for k in axes), a.dtype)])
-roll_p = _make("roll", "host", lambda a, *, shift, axes: [(a.shape, a.dtype)])
+# roll reads its operand shifted: each element gathers one element of the whole array.
+roll_p = _make("roll", "gather", lambda a, *, shift, axes: [(a.shape, a.dtype)])
 cumsum_p = _make("cumsum", "host", lambda a, *, axis: [(a.shape, a.dtype)])
 
 

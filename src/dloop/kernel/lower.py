@@ -156,6 +156,29 @@ def _gather(kb, op, ins):
 LOWERINGS[prims.gather_p] = _gather
 
 
+def _roll(kb, op, ins):
+    """out[..., c, ...] = x[..., (c - shift) mod dim, ...] along each rolled axis."""
+    table = ins[0]
+    shape = table.shape
+    shifts = dict(zip(op.params["axes"], op.params["shift"]))
+    flat = kb.const(0, I64)
+    for axis, dim in enumerate(shape):
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        coord = kb.assign("mod", [kb.assign("floordiv", [kb.kernel.tid, kb.const(inner, I64)],
+                                            I64), kb.const(dim, I64)], I64)
+        if shifts.get(axis, 0) % max(dim, 1):
+            coord = kb.assign("mod", [kb.assign("sub", [coord, kb.const(shifts[axis], I64)],
+                                                I64), kb.const(dim, I64)], I64)
+        flat = kb.assign("add", [flat, kb.assign("mul", [coord, kb.const(inner, I64)], I64)],
+                         I64)
+    out = kir.KVar(table.dtype)
+    kb.emit(kir.Load(out, table.buf, flat))
+    return [out]
+
+
+LOWERINGS[prims.roll_p] = _roll
+
+
 def _to_i64(kb, x):
     return x if x.dtype == I64 else kb.assign("convert", [x], I64)
 
@@ -292,7 +315,7 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
 
 def table_operand(op, pos):
     """Whether op reads operand `pos` as a whole array (gathered), not per element."""
-    if op.prim is prims.gather_p:
+    if op.prim is prims.gather_p or op.prim is prims.roll_p:
         return pos == 0
     if op.prim.kind == "loop":
         info = op.params["info"]

@@ -28,7 +28,7 @@ class Program:
     outputs: list
     consts: dict
     steps: list
-    last_use: dict      # Var -> index of the last step that reads it
+    dead_after: list    # per step: the values no later step reads (freed after it)
 
 
 def fusion_shape(op):
@@ -50,7 +50,7 @@ def schedule(graph, consts, name="f"):
             steps.append(group)
         group.ops.append(op)
     _wire(steps, graph)
-    return Program(graph.inputs, graph.outputs, consts, steps, _last_use(steps, graph))
+    return Program(graph.inputs, graph.outputs, consts, steps, _dead_after(steps, graph))
 
 
 def _needs_inputs_made_in(group, op):
@@ -76,7 +76,7 @@ def _wire(steps, graph):
         used_later.update(reads)
 
 
-def _last_use(steps, graph):
+def _dead_after(steps, graph):
     last = {}
     for k, step in enumerate(steps):
         reads = step.inputs if isinstance(step, KernelStep) else step.op.inputs
@@ -86,4 +86,8 @@ def _last_use(steps, graph):
     for o in graph.outputs:
         if isinstance(o, Var):
             last[o] = len(steps)
-    return last
+    dead = [[] for _ in steps]
+    for v, k in last.items():
+        if k < len(steps):
+            dead[k].append(v)
+    return dead

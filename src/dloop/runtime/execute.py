@@ -94,8 +94,8 @@ class Execution:
                 self._host(step.op, env)
             else:
                 self._kernel(step, env)
-            for v in [v for v, last in program.last_use.items() if last == k and v in env]:
-                del env[v]
+            for v in program.dead_after[k]:
+                env.pop(v, None)
         return [_value(env, o) for o in program.outputs]
 
     def _host(self, op, env):

@@ -49,7 +49,6 @@ def _scatter_add(g, *idx, shape):
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
-HOST_IMPLS[prims.roll_p] = lambda x, *, shift, axes: np.roll(x, shift, axes)
 HOST_IMPLS[prims.cumsum_p] = lambda x, *, axis: np.cumsum(x, axis=axis)
 HOST_IMPLS[prims.concat_p] = lambda *xs, axis: np.concatenate(xs, axis=axis)
 HOST_IMPLS[prims.matmul_p] = np.matmul

@@ -98,7 +98,7 @@ def _read(env, x, src):
 
 def _scalar_op(op, env, tables, element_shape, ops):
     prim = op.prim
-    if prim.kind in ("host", "collective"):
+    if prim.kind in ("host", "collective") or prim is prims.roll_p:
         raise MixingError(f"'{_describe(op)}'", op.src)
     for out in op.outputs:
         if not _fits(out.aval.shape, element_shape):
@@ -137,7 +137,7 @@ def _describe(op):
     if op.prim is prims.reduce_p:
         return f"{op.params['op']} over the carry"
     return {"static_slice": "slicing the carry", "reshape": "reshaping the carry",
-            "cloop": "a collective loop over the carry"}.get(op.prim.name, op.prim.name)
+            "cloop": "a collective loop over the carry", "roll": "rolling the carry"}.get(op.prim.name, op.prim.name)
 
 
 def mixing_error(err, per_element, loop_src):

@@ -14,6 +14,7 @@ from .compile import cache_identity, compile_llvm, load_object
 from .render import render
 
 _MIN_CHUNK = 256
+_CORES = os.cpu_count() or 1
 
 
 class CpuBackend(Backend):
@@ -49,7 +50,7 @@ class CpuBackend(Backend):
         return compile_llvm(text, len(kernel.buffers))
 
     def _executor(self):
-        workers = config.num_threads or os.cpu_count() or 1
+        workers = config.num_threads or _CORES
         if self._pool is None or workers != self._workers:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
@@ -58,7 +59,7 @@ class CpuBackend(Backend):
         return self._pool, workers
 
     def launch(self, compiled, n_threads, buffers):
-        addresses = [b.ctypes.data for b in buffers]
+        addresses = [b.__array_interface__["data"][0] for b in buffers]
         pool, workers = self._executor()
         if workers == 1 or n_threads < 2 * _MIN_CHUNK:
             compiled.call(0, n_threads, n_threads, *addresses)
