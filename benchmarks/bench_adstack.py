@@ -5,21 +5,10 @@ with what sizing every element for the longest trip would take.
     python benchmarks/bench_adstack.py [--n 1000000] [--backend cpu]"""
 
 import argparse
-import time
-
 import numpy as np
 
 import dloop as dl
-
-
-def median_time(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from harness import median_time
 
 
 def main():

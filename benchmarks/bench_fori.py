@@ -8,21 +8,10 @@ Targets: gradient / forward <= 4, and dloop's gradient faster than the NumPy for
 import argparse
 import os
 import platform
-import time
-
 import numpy as np
 
 import dloop as dl
-
-
-def median_time(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from harness import median_time
 
 
 def main():

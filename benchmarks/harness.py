@@ -34,6 +34,11 @@ class Row:
     note: str = ""
 
 
+def median_time(fn, repeats):
+    """Median seconds of fn() over `repeats` calls, after one warm-up call."""
+    return _timed(fn, repeats)[1]
+
+
 def _timed(fn, repeats):
     start = time.perf_counter()
     out = fn()

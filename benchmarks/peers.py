@@ -2,7 +2,9 @@
 
 import importlib
 
-from harness import Skip
+import numpy as np
+
+from harness import Impl, Skip
 
 
 def need(module):
@@ -33,3 +35,23 @@ def warp():
     wp.config.quiet = True
     wp.init()
     return wp
+
+
+def drjit_impl(run, arrays):
+    """An Impl for Dr.Jit: run(*Float64 arrays) -> the loss's per-element terms; the gradient
+    is taken with respect to the first array."""
+    dr = need("drjit")
+    from drjit.llvm.ad import Float64
+
+    def forward():
+        out = run(*[Float64(a) for a in arrays])
+        dr.eval(out)
+        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
+
+    def gradient():
+        inputs = [Float64(a) for a in arrays]
+        dr.enable_grad(inputs[0])
+        dr.backward(dr.sum(run(*inputs)))
+        return np.array(dr.grad(inputs[0]))
+
+    return Impl(forward, gradient)

@@ -124,31 +124,19 @@ def torch_eager(d):
 
 def _drjit(d, mode):
     dr = peers.need("drjit")
-    from drjit.llvm.ad import Float64, Int32
+    from drjit.llvm.ad import Int32
     n = Int32(d["n"].astype(np.int32))
     kw = {"mode": mode}
     if mode == "symbolic":
         kw["max_iterations"] = int(d["n"].max())
 
     def run(x):
-        i, v, _, _ = dr.while_loop((Int32(0), Float64(x), x, n), lambda i, v, x, n: i < n,
+        i, v, _, _ = dr.while_loop((Int32(0), type(x)(x), x, n), lambda i, v, x, n: i < n,
                                    lambda i, v, x, n: (i + 1, v * 0.95 + dr.sin(v) * x * 0.1,
                                                        x, n), **kw)
         return v
 
-    def forward():
-        v = run(Float64(d["x"]))
-        dr.eval(v)
-        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
-        return v
-
-    def gradient():
-        x = Float64(d["x"])
-        dr.enable_grad(x)
-        dr.backward(dr.sum(run(x)))
-        return np.array(dr.grad(x))
-
-    return Impl(forward, gradient)
+    return peers.drjit_impl(run, [d["x"]])
 
 
 def drjit_evaluated(d):
@@ -167,21 +155,22 @@ def quadrants(d):
     out = qd.field(qd.f64, shape=size)
     loss = qd.field(qd.f64, shape=(), needs_grad=True)
 
+    @qd.func
+    def one(t):
+        v = x[t]
+        for _ in range(n[t]):
+            v = v * 0.95 + qd.sin(v) * x[t] * 0.1
+        return v
+
     @qd.kernel
     def simulate():
         for t in range(size):
-            v = x[t]
-            for _ in range(n[t]):
-                v = v * 0.95 + qd.sin(v) * x[t] * 0.1
-            out[t] = v
+            out[t] = one(t)
 
     @qd.kernel
     def total():
         for t in range(size):
-            v = x[t]
-            for _ in range(n[t]):
-                v = v * 0.95 + qd.sin(v) * x[t] * 0.1
-            loss[None] += v
+            loss[None] += one(t)
 
     x.from_numpy(d["x"])
     n.from_numpy(d["n"].astype(np.int32))

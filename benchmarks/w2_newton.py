@@ -117,29 +117,17 @@ def torch_eager(d):
 
 def _drjit(d, mode):
     dr = peers.need("drjit")
-    from drjit.llvm.ad import Float64
     kw = {"mode": mode}
     if mode == "symbolic":
         kw["max_iterations"] = CAP
 
     def solve(a):
-        (v, _) = dr.while_loop((dr.ones(Float64, dr.width(a)), a),
+        (v, _) = dr.while_loop((dr.ones(type(a), dr.width(a)), a),
                                lambda v, a: dr.abs(residual(v, a)) > TOL,
                                lambda v, a: (step(v, a), a), **kw)
         return v
 
-    def gradient():
-        a = Float64(d["a"])
-        dr.enable_grad(a)
-        dr.backward(dr.sum(solve(a)))
-        return np.array(dr.grad(a))
-
-    def forward():
-        v = solve(Float64(d["a"]))
-        dr.eval(v)
-        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
-
-    return Impl(forward, gradient)
+    return peers.drjit_impl(solve, [d["a"]])
 
 
 def drjit_evaluated(d):

@@ -43,7 +43,10 @@ def loop_forward(em, op):
     return token
 
 
-def loop_vjp(em, op, bars, needs, context, state):
+def reverse_sweep(em, op, bars, needs, state, *, bwd_prim, context, carry_shape):
+    """The backward op of a loop (per-element or collective) and the cotangents of its
+    inputs. context: 'body' for a per-element loop, whose body is a scalar graph; 'top' for
+    a collective loop. carry_shape(k): the shape of carry k's cotangent."""
     info = op.params["info"]
     bounds, carries, invs = info.split_inputs(op.inputs)
     nb, nc = info.n_bounds, info.n_carry
@@ -51,28 +54,34 @@ def loop_vjp(em, op, bars, needs, context, state):
                           if np.issubdtype(d, np.floating))
     inv_wrt = tuple(k for k, x in enumerate(invs) if needs[nb + nc + k] and is_float(x))
     for k in inv_wrt:
-        if info.invariant_modes[k] == "table":
+        if context == "body" and info.invariant_modes[k] == "table":
             raise DloopNotImplementedError(
                 "the gradient with respect to an array indexed inside a loop body is not "
                 "supported yet; index it outside the loop, or do not differentiate it", info.src)
     offset = 1 if info.kind == "fori" else 0
     wrt = [offset + k for k in float_carries] + [offset + nc + k for k in inv_wrt]
-    body_vjp = BodyVjp(vjp_graph(info.body, wrt, context="body"), float_carries, inv_wrt)
+    body_vjp = BodyVjp(vjp_graph(info.body, wrt, context=context), float_carries, inv_wrt)
     carry_bars = []
     for k, (c, g) in enumerate(zip(carries, bars)):
         if k not in float_carries:
             carry_bars.append(Lit(0, c.aval.dtype))
         else:
-            carry_bars.append(g if g is not None else em.zeros(info.shape, c.aval.dtype))
+            carry_bars.append(g if g is not None else em.zeros(carry_shape(k), c.aval.dtype))
     carry_wrt = tuple(k for k in float_carries if needs[nb + k])
-    outs = em.emit(prims.loop_bwd_p, [state] + list(bounds) + carry_bars + list(invs),
+    outs = em.emit(bwd_prim, [state] + list(bounds) + carry_bars + list(invs),
                    info=info, wrt=Wrt(carry_wrt, inv_wrt), body_vjp=body_vjp)
     in_bars = [None] * len(op.inputs)
     for j, k in enumerate(carry_wrt):
         in_bars[nb + k] = outs[j]
-    for j, k in enumerate(inv_wrt):
+    for j, k in enumerate(inv_wrt):       # per-element sums of a shared input: summed here
         in_bars[nb + nc + k] = em.unbroadcast(outs[len(carry_wrt) + j], invs[k].aval.shape)
     return in_bars
+
+
+def loop_vjp(em, op, bars, needs, context, state):
+    info = op.params["info"]
+    return reverse_sweep(em, op, bars, needs, state, bwd_prim=prims.loop_bwd_p, context="body",
+                         carry_shape=lambda k: info.shape)
 
 
 FORWARD_RULES[prims.loop_p] = loop_forward

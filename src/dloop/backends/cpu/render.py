@@ -147,14 +147,8 @@ class Renderer:
         b.position_at_end(body)
         self.env[s.index] = k
         self.block(s.body)
-        yields = [self.val(y) for y in s.yields]
         k.add_incoming(b.sub(k, ty(1)) if s.reverse else b.add(k, ty(1)), b.block)
-        for phi, y in zip(phis, yields):
-            phi.add_incoming(y, b.block)
-        b.branch(header)
-        b.position_at_end(done)
-        for out, phi in zip(s.outs, phis):
-            self.env[out] = phi
+        self._close_loop(s, phis, header, done)
 
     def do_While(self, s):
         b = self.b
@@ -168,9 +162,13 @@ class Renderer:
         b.cbranch(self.val(s.cond), body, done)
         b.position_at_end(body)
         self.block(s.body)
-        yields = [self.val(y) for y in s.yields]
-        for phi, y in zip(phis, yields):
-            phi.add_incoming(y, b.block)
+        self._close_loop(s, phis, header, done)
+
+    def _close_loop(self, s, phis, header, done):
+        """The back edge of a loop whose body was just emitted, and its results."""
+        b = self.b
+        for phi, y in zip(phis, s.yields):
+            phi.add_incoming(self.val(y), b.block)
         b.branch(header)
         b.position_at_end(done)
         for out, phi in zip(s.outs, phis):
