@@ -37,6 +37,11 @@ def warp():
     return wp
 
 
+def drjit_loop_options(mode, max_iterations):
+    """dr.while_loop's keywords: symbolic mode needs a bound on the iterations to reverse."""
+    return {"mode": mode, **({"max_iterations": max_iterations} if mode == "symbolic" else {})}
+
+
 def drjit_impl(run, arrays):
     """An Impl for Dr.Jit: run(*Float64 arrays) -> the loss's per-element terms; the gradient
     is taken with respect to the first array."""

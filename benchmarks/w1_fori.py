@@ -2,6 +2,8 @@
 of sum(v) with respect to x. Trip counts uniform in [0, 200), or skewed (1% at 1,000, the
 rest at 10)."""
 
+from functools import partial
+
 import numpy as np
 
 import peers
@@ -126,9 +128,7 @@ def _drjit(d, mode):
     dr = peers.need("drjit")
     from drjit.llvm.ad import Int32
     n = Int32(d["n"].astype(np.int32))
-    kw = {"mode": mode}
-    if mode == "symbolic":
-        kw["max_iterations"] = int(d["n"].max())
+    kw = peers.drjit_loop_options(mode, int(d["n"].max()))
 
     def run(x):
         i, v, _, _ = dr.while_loop((Int32(0), type(x)(x), x, n), lambda i, v, x, n: i < n,
@@ -137,14 +137,6 @@ def _drjit(d, mode):
         return v
 
     return peers.drjit_impl(run, [d["x"]])
-
-
-def drjit_evaluated(d):
-    return _drjit(d, "evaluated")
-
-
-def drjit_symbolic(d):
-    return _drjit(d, "symbolic")
 
 
 def quadrants(d):
@@ -222,5 +214,6 @@ def warp(d):
 
 SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
            "jax-checkpoint": jax_checkpoint, "torch-eager": torch_eager,
-           "drjit-evaluated": drjit_evaluated, "drjit-symbolic": drjit_symbolic,
+           "drjit-evaluated": partial(_drjit, mode="evaluated"),
+           "drjit-symbolic": partial(_drjit, mode="symbolic"),
            "quadrants": quadrants, "warp": warp}

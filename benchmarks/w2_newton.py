@@ -1,6 +1,8 @@
 """W2, per-element while: Newton's method on v**3 + a v - 1 = 0 from v = 1, until
 |f| < 1e-10; the gradient of sum(v) with respect to a."""
 
+from functools import partial
+
 import numpy as np
 
 import peers
@@ -117,9 +119,7 @@ def torch_eager(d):
 
 def _drjit(d, mode):
     dr = peers.need("drjit")
-    kw = {"mode": mode}
-    if mode == "symbolic":
-        kw["max_iterations"] = CAP
+    kw = peers.drjit_loop_options(mode, CAP)
 
     def solve(a):
         (v, _) = dr.while_loop((dr.ones(type(a), dr.width(a)), a),
@@ -128,14 +128,6 @@ def _drjit(d, mode):
         return v
 
     return peers.drjit_impl(solve, [d["a"]])
-
-
-def drjit_evaluated(d):
-    return _drjit(d, "evaluated")
-
-
-def drjit_symbolic(d):
-    return _drjit(d, "symbolic")
 
 
 def quadrants(d):
@@ -209,5 +201,5 @@ def warp(d):
 
 
 SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
-           "torch-eager": torch_eager, "drjit-evaluated": drjit_evaluated,
-           "drjit-symbolic": drjit_symbolic, "quadrants": quadrants, "warp": warp}
+           "torch-eager": torch_eager, "drjit-evaluated": partial(_drjit, mode="evaluated"),
+           "drjit-symbolic": partial(_drjit, mode="symbolic"), "quadrants": quadrants, "warp": warp}

@@ -2,6 +2,8 @@
 element, while the distance is above a tolerance and the step count below a cap; the
 gradient of a depth-image loss with respect to the spheres' radii, shared by all rays."""
 
+from functools import partial
+
 import numpy as np
 
 import peers
@@ -150,9 +152,7 @@ def _drjit(d, mode):
     dr = peers.need("drjit")
     from drjit.llvm.ad import Float64, Int32
     dx, dy, dz, target = (Float64(d[k]) for k in ("dx", "dy", "dz", "target"))
-    kw = {"mode": mode}
-    if mode == "symbolic":
-        kw["max_iterations"] = CAP
+    kw = peers.drjit_loop_options(mode, CAP)
     # dr.minimum emits llvm.minimum.f64, which the x86 backend of the LLVM it loads here cannot
     # select ("Cannot select: fminimum"); a select is the same minimum for finite values.
     minimum = lambda a, b: dr.select(a < b, a, b)  # noqa: E731
@@ -183,14 +183,6 @@ def _drjit(d, mode):
         dr.sync_thread()      # the LLVM backend runs kernels asynchronously
 
     return Impl(forward, gradient)
-
-
-def drjit_evaluated(d):
-    return _drjit(d, "evaluated")
-
-
-def drjit_symbolic(d):
-    return _drjit(d, "symbolic")
 
 
 def warp(d):
@@ -251,5 +243,5 @@ def warp(d):
 
 
 SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
-           "torch-eager": torch_eager, "drjit-evaluated": drjit_evaluated,
-           "drjit-symbolic": drjit_symbolic, "warp": warp}
+           "torch-eager": torch_eager, "drjit-evaluated": partial(_drjit, mode="evaluated"),
+           "drjit-symbolic": partial(_drjit, mode="symbolic"), "warp": warp}
