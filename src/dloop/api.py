@@ -1,5 +1,6 @@
 """The transformations users call: flatten -> trace -> (autodiff) -> schedule -> run."""
 
+import collections
 import functools
 
 import array_api_compat
@@ -15,6 +16,7 @@ from .backends.base import get_backend
 from .config import config
 from .errors import DloopTypeError, DloopValueError
 from .ir.graph import Aval, Graph, Var
+from .ir.printer import canonical_text
 from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
@@ -69,11 +71,29 @@ def _trace(fn, args, where):
     return graph, b.consts, arrays, out_td, library
 
 
-def _run(graph, consts, args):
-    check_graph(graph, consts)
+_PROGRAMS = collections.OrderedDict()     # canonical trace text -> (program, constant vars)
+_PROGRAM_CACHE_SIZE = 256
+
+
+def _run(graph, consts, args, transform=None, kind="jit"):
+    """Run `graph` (after `transform`, e.g. its VJP) on the backend. The scheduled and compiled
+    program is kept under the trace's canonical text: a later call with the same text, the
+    usual case in a loop over calls, only retraces, then runs."""
     backend = _backend()
-    program = schedule(graph, consts)
-    return Execution(backend).run(program, args)
+    text, order = canonical_text(graph, consts)
+    key = (kind, backend.name, text)
+    entry = _PROGRAMS.get(key)
+    if entry is None:
+        final = transform(graph) if transform else graph
+        check_graph(final, consts)
+        entry = _PROGRAMS[key] = (schedule(final, {}), order)
+        if len(_PROGRAMS) > _PROGRAM_CACHE_SIZE:
+            _PROGRAMS.popitem(last=False)
+    else:
+        _PROGRAMS.move_to_end(key)
+    program, cached_order = entry
+    values = {cached: consts[new] for cached, new in zip(cached_order, order)}
+    return Execution(backend).run(program, args, consts=values)
 
 
 def run_eagerly(thunk, operands):
@@ -143,11 +163,11 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             raise DloopTypeError("with has_aux=True the function must return (loss, aux)", where)
         _check_loss(graph, where)
         wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
-        joint = vjp_graph(graph, wrt)
         cts = [np.ones((), graph.outputs[0].aval.dtype)] + [
             np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
             if np.issubdtype(o.aval.dtype, np.floating)]
-        results = _run(joint, consts, arrays + cts)
+        results = _run(graph, consts, arrays + cts, lambda g: vjp_graph(g, wrt),
+                       kind=("grad", tuple(wrt)))
         n_out = len(graph.outputs)
         value = pytree.unflatten(out_td, results[:n_out])
         grads, cursor = [], n_out

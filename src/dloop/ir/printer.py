@@ -1,4 +1,7 @@
-"""STAGE 2 — str(graph): the readable form that tests and debug dumps show."""
+"""STAGE 2 — str(graph): the readable form that tests and debug dumps show; and the
+canonical text that keys the cache of compiled programs."""
+
+from .graph import Var
 
 
 def format_graph(graph, indent=0):
@@ -22,3 +25,48 @@ def _format_op(op, indent):
         if hasattr(sub, "ops"):
             head += f"\n{'  ' * indent}  {name}=\n" + format_graph(sub, indent + 1)
     return head
+
+
+def canonical_text(graph, consts):
+    """The graph as text with values numbered by appearance, loop bodies inlined, literals
+    and parameters in full, and constant arrays by type only: two traces with the same text
+    compute the same function of their inputs and constants (the cache key of programs).
+    Returns (text, the constant vars in order of first use)."""
+    names, order = {}, []
+    lines = []
+    _canonical(graph, consts, names, order, lines, "")
+    return "\n".join(lines), order
+
+
+def _canonical_name(x, consts, names, order):
+    if isinstance(x, Var):
+        if x not in names:
+            if x in consts:
+                order.append(x)
+                names[x] = f"c{len(order) - 1}:{x.aval}"
+            else:
+                names[x] = f"v{len(names)}:{x.aval}"
+        return names[x].split(":")[0] if names[x][0] == "v" else names[x]
+    return f"{x.value!r}:{x.aval.dtype.name}"
+
+
+def _canonical(graph, consts, names, order, lines, pad):
+    lines.append(pad + "in " + " ".join(_canonical_name(v, consts, names, order) + f":{v.aval}"
+                                        for v in graph.inputs))
+    for op in graph.ops:
+        ins = " ".join(_canonical_name(x, consts, names, order) for x in op.inputs)
+        outs = " ".join(_canonical_name(o, consts, names, order) + f":{o.aval}"
+                        for o in op.outputs)
+        params = {k: v for k, v in op.params.items() if k != "info"}
+        lines.append(f"{pad}{outs} = {op.prim.name}{params} {ins} @{op.src}")
+        info = op.params.get("info")
+        if info is not None:
+            lines.append(f"{pad}  loop {info.kind} {getattr(info, 'shape', None)} "
+                         f"{[str(d) for d in info.carry_dtypes]} "
+                         f"{getattr(info, 'invariant_modes', ())} {info.index_dtype} "
+                         f"@{info.src}")
+            for sub in (info.cond, info.body):
+                if sub is not None:
+                    _canonical(sub, consts, names, order, lines, pad + "    ")
+    lines.append(pad + "out " + " ".join(_canonical_name(x, consts, names, order)
+                                         for x in graph.outputs))

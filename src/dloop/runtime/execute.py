@@ -86,8 +86,10 @@ class Execution:
     def heap_reset(self, mark):
         self.lease.reset(mark)
 
-    def run(self, program, args):
-        env = dict(program.consts)
+    def run(self, program, args, consts=None):
+        """consts: values of the program's constant vars, when they differ from the ones it
+        was scheduled with (a program reused for a new trace of the same function)."""
+        env = dict(program.consts if consts is None else consts)
         env.update(zip(program.inputs, args))
         for k, step in enumerate(program.steps):
             if isinstance(step, HostStep):
