@@ -57,7 +57,8 @@ def numpy_adjoint(d):
             ak, g = a[idx], v_bar[idx]
             den = 3.0 * vk ** 2 + ak
             f = vk ** 3 + ak * vk - 1.0
-            # v' = v - f / den: dv'/dv = 1 - (den * den - f * 6 v) / den^2, dv'/da = -(v den - f) / den^2
+            # v' = v - f / den:  dv'/dv = 1 - (den^2 - 6 v f) / den^2,
+            #                    dv'/da = -(v den - f) / den^2
             a_bar[idx] += g * -(vk * den - f) / den ** 2
             v_bar[idx] = g * (1.0 - (den * den - f * 6.0 * vk) / den ** 2)
         return a_bar

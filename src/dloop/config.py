@@ -26,13 +26,15 @@ def _check_capacity(value):
 def _check_backend(value):
     if value is not None and value not in _BACKENDS:
         raise DloopValueError(
-            f"backend must be one of {', '.join(_BACKENDS)} or None (chosen from the inputs), got {value!r}")
+            f"backend must be one of {', '.join(_BACKENDS)} or None (chosen from the "
+            f"inputs), got {value!r}")
     return value
 
 
 def _check_threads(value):
     if value is not None and (not isinstance(value, int) or value < 1):
-        raise DloopValueError(f"num_threads must be None (all cores) or a positive int, got {value!r}")
+        raise DloopValueError(f"num_threads must be None (all cores) or a positive int, "
+                              f"got {value!r}")
     return value
 
 
@@ -68,7 +70,8 @@ def _check_debug(value):
 # name: (parser from the environment's text, validator of a Python value, default, description)
 _SETTINGS = {
     "backend": (lambda s: s or None, _check_backend, None,
-                "'cpu', 'interpret', or None: chosen from the inputs' array library (CPU for NumPy)."),
+                "'cpu', 'interpret', or None: chosen from the inputs' array library "
+                "(CPU for NumPy)."),
     "adstack_capacity": (_parse_capacity, _check_capacity, None,
                          "None sizes every adstack exactly from live data; an int fixes the "
                          "per-element capacity of every stack (pushes past it raise "
@@ -93,7 +96,8 @@ class _Config:
 
     def update(self, name, value):
         if name not in _SETTINGS:
-            raise DloopValueError(f"unknown setting {name!r}; known settings: {', '.join(_SETTINGS)}")
+            raise DloopValueError(f"unknown setting {name!r}; known settings: "
+                                  f"{', '.join(_SETTINGS)}")
         object.__setattr__(self, name, _SETTINGS[name][1](value))
 
     def __setattr__(self, name, value):

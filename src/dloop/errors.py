@@ -10,7 +10,8 @@ class DloopError(Exception):
 
 
 class DloopTypeError(DloopError, TypeError):
-    """A value of the wrong kind: dtype, structure, or a traced value used where Python needs a concrete one."""
+    """A value of the wrong kind: a dtype or structure, or a traced value used where Python
+    needs a concrete one."""
 
 
 class DloopValueError(DloopError, ValueError):

@@ -1,4 +1,4 @@
-"""Pytrees: arrays inside nested tuples, lists, dicts and namedtuples, flattened to a list of leaves."""
+"""Pytrees: arrays inside nested tuples, lists, dicts and namedtuples, flattened to leaves."""
 
 from dataclasses import dataclass
 

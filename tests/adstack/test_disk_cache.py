@@ -22,7 +22,8 @@ SCRIPT = textwrap.dedent("""
         return (v * w).sum()
 
     g = dl.grad(loss)(x)
-    print(get_backend("cpu").compile_count, dl.memory_stats()["adstack_bytes_used"], g.tobytes().hex())
+    print(get_backend("cpu").compile_count, dl.memory_stats()["adstack_bytes_used"],
+          g.tobytes().hex())
 """)
 
 

@@ -62,7 +62,8 @@ def test_power_iteration_gradient_matches_eigenvector_formula(backend):
     v1 = u[:, -1] * np.sign(u[:, -1] @ v)
     assert_close(v, v1, rtol=1e-9)
     g = dl.grad(lambda a: power_iteration(a) @ c)(a)
-    # dv = sum_{k != 1} u_k u_k^T dA v / (lambda_1 - lambda_k)  =>  dL/dA = sum_k (c.u_k) u_k v^T / ..
+    # dv = sum_{k != 1} u_k u_k^T dA v / (lambda_1 - lambda_k), so
+    # dL/dA = sum_{k != 1} (c . u_k) u_k v^T / (lambda_1 - lambda_k)
     expected = sum(np.outer(u[:, k], v1) * (c @ u[:, k]) / (lam[-1] - lam[k]) for k in range(3))
     assert_close(g, expected, rtol=1e-6, atol=1e-9)
 

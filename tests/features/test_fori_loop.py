@@ -93,7 +93,8 @@ def test_empty_array_and_zero_trips(backend):
     out = dl.fori_loop(0, np.zeros(0, np.int64), lambda i, v: v * 2.0, empty)
     assert out.shape == (0,)
     x = np.arange(4.0)
-    np.testing.assert_array_equal(dl.fori_loop(0, np.zeros(4, np.int64), lambda i, v: v * 2.0, x), x)
+    out = dl.fori_loop(0, np.zeros(4, np.int64), lambda i, v: v * 2.0, x)
+    np.testing.assert_array_equal(out, x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])

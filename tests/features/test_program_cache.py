@@ -14,10 +14,10 @@ def make_loss(n, scale):
 
 def test_reused_program_reads_the_new_constants(backend):
     x = np.ones(3)
-    before = len(api._PROGRAMS)
+    api._PROGRAMS.clear()
     g1 = dl.grad(make_loss(np.array([1, 2, 3]), 0.5))(x)
     g2 = dl.grad(make_loss(np.array([3, 0, 1]), 0.5))(x)     # same text, other bounds
-    assert len(api._PROGRAMS) == before + 1
+    assert len(api._PROGRAMS) == 1
     np.testing.assert_array_equal(g1, 0.5 ** np.array([1, 2, 3]))
     np.testing.assert_array_equal(g2, 0.5 ** np.array([3, 0, 1]))
 

@@ -104,8 +104,9 @@ VJP_RULES[P["atan2"]] = _binary(
     lambda em, a, b, y, g: em.op("div", em.mul(g, b), em.add(em.mul(a, a), em.mul(b, b))),
     lambda em, a, b, y, g: em.op("neg", em.op("div", em.mul(g, a),
                                               em.add(em.mul(a, a), em.mul(b, b)))))
-VJP_RULES[P["mod"]] = _binary(lambda em, a, b, y, g: g,
-                              lambda em, a, b, y, g: em.op("neg", em.mul(g, em.op("floordiv", a, b))))
+VJP_RULES[P["mod"]] = _binary(
+    lambda em, a, b, y, g: g,
+    lambda em, a, b, y, g: em.op("neg", em.mul(g, em.op("floordiv", a, b))))
 VJP_RULES[P["max"]] = _max_min("ge")
 VJP_RULES[P["min"]] = _max_min("le")
 

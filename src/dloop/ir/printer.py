@@ -20,7 +20,8 @@ def _format_op(op, indent):
     ins = ", ".join(map(repr, op.inputs))
     simple = {k: v for k, v in op.params.items() if not hasattr(v, "ops") and k != "info"}
     params = " ".join(f"{k}={v}" for k, v in simple.items())
-    head = f"{outs} = {op.prim.name}[{params}] {ins}" if params else f"{outs} = {op.prim.name} {ins}"
+    name = f"{op.prim.name}[{params}]" if params else op.prim.name
+    head = f"{outs} = {name} {ins}"
     for name, sub in op.params.items():
         if hasattr(sub, "ops"):
             head += f"\n{'  ' * indent}  {name}=\n" + format_graph(sub, indent + 1)

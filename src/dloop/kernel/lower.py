@@ -329,4 +329,5 @@ def _table_inputs(ops):
 
 
 def _used_elementwise(ops, v):
-    return any(x is v and not table_operand(op, pos) for op in ops for pos, x in enumerate(op.inputs))
+    return any(x is v and not table_operand(op, pos)
+               for op in ops for pos, x in enumerate(op.inputs))

@@ -137,7 +137,8 @@ def _describe(op):
     if op.prim is prims.reduce_p:
         return f"{op.params['op']} over the carry"
     return {"static_slice": "slicing the carry", "reshape": "reshaping the carry",
-            "cloop": "a collective loop over the carry", "roll": "rolling the carry"}.get(op.prim.name, op.prim.name)
+            "cloop": "a collective loop over the carry",
+            "roll": "rolling the carry"}.get(op.prim.name, op.prim.name)
 
 
 def mixing_error(err, per_element, loop_src):

@@ -145,7 +145,8 @@ def _float_divmod(r, x, y):
     mod = b.frem(x, y)
     div = b.fdiv(b.fsub(x, mod), y)
     fix = b.and_(b.fcmp_unordered("!=", mod, zero),
-                 b.icmp_unsigned("!=", b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
+                 b.icmp_unsigned("!=", b.fcmp_ordered("<", y, zero),
+                                 b.fcmp_ordered("<", mod, zero)))
     mod = b.select(fix, b.fadd(mod, y), mod)
     div = b.select(fix, b.fsub(div, one), div)
     floordiv = r.math("floor", div)
