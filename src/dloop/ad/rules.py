@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .vjp import VJP_RULES
 
@@ -167,11 +166,11 @@ def _slice_rule(em, op, bars, needs, context):
 
 
 def _gather_rule(em, op, bars, needs, context):
-    if context == "body":
-        raise DloopNotImplementedError(
-            "the gradient with respect to an array indexed inside a loop body is not supported "
-            "yet; index it outside the loop or do not differentiate it", op.src)
     table, idx = op.inputs[0], op.inputs[1:]
+    if context == "body":
+        # One element's contribution: added to the table's cotangent as an effect.
+        em.emit(prims.accumulate_p, [table, *idx, bars[0]])
+        return [None] * (1 + len(idx))
     return [em.op("scatter_add", bars[0], *idx, shape=table.aval.shape)] + [None] * len(idx)
 
 

@@ -20,10 +20,12 @@ def active_vars(graph, wrt):
     return active
 
 
-def vjp_graph(graph, wrt_indices, context="top"):
-    """context 'top' for a whole function, 'body' for a loop body's scalar graph."""
+def vjp_graph(graph, wrt_indices, context="top", effect_indices=()):
+    """context 'top' for a whole function, 'body' for a loop body's scalar graph.
+    effect_indices: inputs that are differentiated too, but whose cotangents are accumulated
+    by effects (the gathered tables of a loop body), not returned."""
     wrt = [graph.inputs[k] for k in wrt_indices]
-    active = active_vars(graph, wrt)
+    active = active_vars(graph, wrt + [graph.inputs[k] for k in effect_indices])
     em = Emitter()
     states = []
     for op in graph.ops:

@@ -77,6 +77,9 @@ def _gather_eval(table, *idx):
 
 # gather(table, i0, i1, ...): table[i0, i1, ...] with one integer index array per axis.
 gather_p = _make("gather", "gather", _gather_eval)
+# accumulate(table, i0, ..., g): inside a loop body's VJP, adds g to the cotangent of the
+# table at [i0, ...]; an effect with no result (the loop's backward op returns the sums).
+accumulate_p = _make("accumulate", "gather", lambda table, *rest: [])
 
 
 def _reduced_shape(shape, axes):
@@ -139,10 +142,12 @@ def _loop_tape_eval(*avals, info):
 
 def _loop_bwd_eval(token, *avals, info, wrt, body_vjp):
     """Inputs: token, bounds, carry cotangents, invariants. Outputs: cotangents of the
-    initial carries in wrt.carries, then per-element cotangents of wrt.invariants."""
+    initial carries in wrt.carries, per-element cotangents of wrt.invariants, then the
+    cotangents of the gathered tables in wrt.tables (whole arrays)."""
     invariants = avals[info.n_bounds + info.n_carry:]
     return [(info.shape, info.carry_dtypes[k]) for k in wrt.carries] + \
-           [(info.shape, invariants[k].dtype) for k in wrt.invariants]
+           [(info.shape, invariants[k].dtype) for k in wrt.invariants] + \
+           [(invariants[k].shape, invariants[k].dtype) for k in wrt.tables]
 
 
 loop_p = _make("loop", "loop", _loop_eval)
@@ -171,6 +176,7 @@ def _cloop_tape_eval(*avals, info):
 
 
 def _cloop_bwd_eval(token, *avals, info, wrt, body_vjp):
+    assert not wrt.tables, "collective loops take table cotangents as ordinary outputs"
     invariants = avals[info.n_bounds + info.n_carry:]
     return [(info.carry_avals[k].shape, info.carry_avals[k].dtype) for k in wrt.carries] + \
            [(invariants[k].shape, invariants[k].dtype) for k in wrt.invariants]

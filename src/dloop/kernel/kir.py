@@ -66,6 +66,15 @@ class Store:
 
 
 @dataclass
+class AtomicAdd:
+    """buf[index] += value, atomically: elements accumulate into one array (the cotangent of
+    a table they gathered from)."""
+    buf: int
+    index: object
+    value: object
+
+
+@dataclass
 class For:
     """for k in range(lo, hi) (or reversed): carries <- yields. outs = final carries."""
     index: KVar
@@ -130,8 +139,9 @@ class CountMax:
 
 @dataclass(frozen=True)
 class BufferSpec:
-    """kind: 'in', 'out', 'faults', 'counts', or for adstacks 'region', 'start', 'cap' with
-    key (loop_id, dtype name) for regions and loop_id for start/cap."""
+    """kind: 'in', 'out', 'faults', 'counts', 'accum' (a zeroed array that AtomicAdds fill,
+    key ('accum', the gathered table's buffer)), or for adstacks 'region', 'start', 'cap'
+    with key (loop_id, dtype name) for regions and loop_id for start/cap."""
     kind: str
     dtype: np.dtype
     key: object = None
@@ -166,6 +176,7 @@ class Kernel:
     stacks: list = field(default_factory=list)
     faults: list = field(default_factory=list)
     counters: list = field(default_factory=list)     # loop ids, in counter order
+    accum_outputs: dict = field(default_factory=dict)   # output var id -> 'accum' buffer
 
     def buffer_index(self, kind, key=None):
         for k, b in enumerate(self.buffers):

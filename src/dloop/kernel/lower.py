@@ -18,6 +18,12 @@ LOWERINGS = {}
 
 
 @dataclass(frozen=True)
+class Accumulated:
+    """A whole-array result that the kernel's AtomicAdds build in an 'accum' buffer."""
+    buf: int
+
+
+@dataclass(frozen=True)
 class TableRef:
     """A whole array inside a kernel, read by gathers."""
     buf: int
@@ -94,6 +100,10 @@ class KernelBuilder:
         self.kernel.stacks.append(spec)
         return len(self.kernel.stacks) - 1
 
+    def accumulator(self, table):
+        """The zeroed array, of the table's shape, that elements add its cotangent into."""
+        return self.buffer("accum", table.dtype, ("accum", table.buf))
+
     def count(self, loop_id, trips):
         if loop_id in self.count_loops:
             if loop_id not in self.kernel.counters:
@@ -130,6 +140,22 @@ LOWERINGS[prims.convert_p] = lambda kb, op, ins: [kb.assign("convert", ins,
 
 def _gather(kb, op, ins):
     table, idx = ins[0], ins[1:]
+    flat = _table_index(kb, op, table, idx)
+    out = kir.KVar(table.dtype)
+    kb.emit(kir.Load(out, table.buf, flat))
+    return [out]
+
+
+def _accumulate(kb, op, ins):
+    table, idx, g = ins[0], ins[1:-1], ins[-1]
+    flat = _table_index(kb, op, table, idx)
+    kb.emit(kir.AtomicAdd(kb.accumulator(table), flat, g))
+    return []
+
+
+def _table_index(kb, op, table, idx):
+    """The flat index of table[idx...]; negative indices count from the end, and an index
+    out of range raises a fault (and reads a clamped, in-bounds element meanwhile)."""
     flat = kb.const(0, I64)
     bad = kb.const(False, BOOL)
     for axis, (i, dim) in enumerate(zip(idx, table.shape)):
@@ -148,12 +174,11 @@ def _gather(kb, op, ins):
     with kb.block() as then:
         kb.emit(kir.Fault(slot, kb.const(1, I64)))
     kb.emit(kir.If(bad, then))
-    out = kir.KVar(table.dtype)
-    kb.emit(kir.Load(out, table.buf, flat))
-    return [out]
+    return flat
 
 
 LOWERINGS[prims.gather_p] = _gather
+LOWERINGS[prims.accumulate_p] = _accumulate
 
 
 def _roll(kb, op, ins):
@@ -253,7 +278,9 @@ def _lower_loop_bwd(kb, op, ins):
     finals = [kir.KVar(x.dtype) for x in init]
     kb.emit(kir.For(k, kb.const(0, I64), token, True, loop_args, init, body, yields, finals))
     carry_final = dict(zip(vjp.float_carries, finals[:nf]))
-    return [carry_final[j] for j in wrt.carries] + finals[nf:]
+    tables = [invs[k] for k in wrt.tables]
+    return [carry_final[j] for j in wrt.carries] + finals[nf:] + \
+        [Accumulated(kb.accumulator(t)) for t in tables]
 
 
 LOWERINGS[prims.loop_p] = lambda kb, op, ins: _lower_loop(kb, op, ins, tape=False)
@@ -309,7 +336,10 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
         env.update(safe_zip(op.outputs, LOWERINGS[op.prim](kb, op, ins)))
     if count_loops is None:
         for v in outputs:
-            kb.emit(kir.Store(kb.buffer("out", v.aval.dtype, v.id), kb.kernel.tid, env[v]))
+            if isinstance(env[v], Accumulated):
+                kb.kernel.accum_outputs[v.id] = env[v].buf
+            else:
+                kb.emit(kir.Store(kb.buffer("out", v.aval.dtype, v.id), kb.kernel.tid, env[v]))
     return kb.kernel
 
 

@@ -28,6 +28,8 @@ def format_kernel(kernel):
         key = ""
         if b.kind == "region":
             key = f" {n.loop(b.key[0])}"
+        elif b.kind == "accum":
+            key = f" of buf{b.key[1]}"
         elif b.kind in ("start", "cap"):
             key = f" {n.loop(b.key)}"
         lines.append(f"  buf{k}: {b.kind} {b.dtype.name}{key}")
@@ -51,6 +53,8 @@ def _block(stmts, lines, depth, n):
             lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = buf{s.buf}[{n.v(s.index)}]")
         elif isinstance(s, kir.Store):
             lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] = {n.v(s.value)}")
+        elif isinstance(s, kir.AtomicAdd):
+            lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] += {n.v(s.value)} (atomic)")
         elif isinstance(s, kir.For):
             order = "reversed" if s.reverse else "range"
             head = (f"for {n.v(s.index)} in {order}({n.v(s.lo)}, {n.v(s.hi)}) carry "

@@ -49,6 +49,8 @@ def schedule(graph, consts, name="f"):
             group = KernelStep(f"{name}_k{len(steps)}", shape, [])
             steps.append(group)
         group.ops.append(op)
+        if op.prim is prims.loop_bwd_p and op.params["wrt"].tables:
+            group = None      # its table cotangents are whole arrays only once it has run
     _wire(steps, graph)
     return Program(graph.inputs, graph.outputs, consts, steps, _dead_after(steps, graph))
 

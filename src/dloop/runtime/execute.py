@@ -116,7 +116,8 @@ class Execution:
         if plan is None:
             plan = step.plan = _KernelPlan(step)
         n = int(np.prod(step.shape, dtype=np.int64))
-        outs = {v: np.empty(v.aval.shape, v.aval.dtype) for v in step.outputs}
+        outs = {v: np.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
+                if v.id not in plan.kernel.accum_outputs}
         layouts = {}
         for token in plan.external_tokens:
             layouts.update(env[token].layouts)
@@ -127,6 +128,10 @@ class Execution:
             self.backend.launch(plan.compiled(self.backend, plan.kernel, plan.sizing), n, buffers)
             fault_check.check(plan.kernel, buffers[plan.kernel.buffer_index("faults")]
                               if plan.kernel.faults else [0], layouts)
+        for var_id, buf in plan.kernel.accum_outputs.items():
+            var = plan.vars[var_id]
+            outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
+                np.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease) if v.aval.is_tape else arr
 
@@ -173,6 +178,9 @@ class Execution:
                 buffers.append(outs[plan.vars[spec.key]].reshape(-1))
             elif spec.kind == "faults":
                 buffers.append(fault_check.empty(kernel))
+            elif spec.kind == "accum":
+                table = kernel.buffers[spec.key[1]]
+                buffers.append(np.zeros(plan.vars[table.key].aval.size, dtype=spec.dtype))
             elif spec.kind == "counts":
                 buffers.append(np.zeros(len(kernel.counters) * n_counts, dtype=np.int64))
             elif spec.kind == "region":

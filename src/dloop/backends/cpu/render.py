@@ -120,6 +120,12 @@ class Renderer:
         p = self.b.gep(self.bufs[s.buf], [self.val(s.index)], source_etype=storage_type(dtype))
         self.b.store(self.to_storage(self.val(s.value), dtype), p)
 
+    def do_AtomicAdd(self, s):
+        dtype = self.kernel.buffers[s.buf].dtype
+        p = self.b.gep(self.bufs[s.buf], [self.val(s.index)], source_etype=storage_type(dtype))
+        op = "fadd" if np.issubdtype(dtype, np.floating) else "add"
+        self.b.atomic_rmw(op, p, self.val(s.value), "monotonic")
+
     def _loop_phis(self, carries, inits, pre):
         phis = []
         for c, init in zip(carries, inits):

@@ -67,6 +67,9 @@ class _Thread:
     def do_Store(self, s, mask):
         self.buffers[s.buf][self.val(s.index)[mask]] = self.val(s.value)[mask]
 
+    def do_AtomicAdd(self, s, mask):
+        np.add.at(self.buffers[s.buf], self.val(s.index)[mask], self.val(s.value)[mask])
+
     def _merge(self, targets, values, active):
         for t, v in zip(targets, values):
             self.set(t, np.where(active, self.val(v), self.val(t)))
