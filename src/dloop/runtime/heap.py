@@ -4,7 +4,10 @@ Growth policy: to max(required, 2 x current); if that allocation fails and `requ
 smaller, retry at exactly `required`; past that, or past config.max_adstack_bytes, raise
 DloopMemoryError naming the bytes needed. Backends supply allocate(nbytes) and copy.
 Regions are offsets, resolved to typed views at each launch, so growing (which copies the
-live prefix to a new buffer) never invalidates a tape that is still held."""
+live prefix to a new buffer) never invalidates a tape that is still held. The replaced
+buffer is dropped right after the copy: the host backends launch synchronously, so no
+launch that could use it is still in flight (a backend with asynchronous launches must keep
+it until its queue has passed that point)."""
 
 import weakref
 from dataclasses import dataclass
