@@ -143,27 +143,37 @@ def test_random_program(p):
     # derivative of 1.2 ** 45 through 45 steps) leaves plain central differences too far from
     # the truth to check against. What still separates the estimate from the finer plain
     # difference bounds the estimate's own error and is allowed for.
+    # Derivatives beyond 1e100 (a body amplifying 1.2 times per step over 65 x 65 nested
+    # steps overflows to inf) are checked between backends above, not here: no finite
+    # difference resolves them. Elements of x are independent, so three of them suffice.
     forward = dl.jit(loss)
     eps = 1e-5
     stable = _trip_counts_stable(p, x, s, t, eps)
+    checkable = [np.abs(np.asarray(r)) < 1e100 for r in ref]
     for k, base in enumerate((x, s, t)):
         if k > 0 and not stable.all():
             continue                  # s and t reach every element, unstable ones included
-        keep = stable if k == 0 else ...
-        estimate, error = _richardson(forward, [x, s, t], k, base, eps, np.abs(ref[k]))
+        keep = (stable & checkable[0]) if k == 0 else checkable[k]
+        if k == 0:
+            keep = keep & (np.cumsum(keep) <= 3)
+        estimate, error = _richardson(forward, [x, s, t], k, base, eps, np.abs(ref[k]), keep)
         got, want = np.asarray(ref[k])[keep], estimate[keep]
         assert np.all(np.abs(got - want) <= 1e-5 * np.abs(want) + 1e-6 + error[keep]), \
             (k, got, want, error[keep])
 
 
-def _richardson(forward, args, k, base, eps, scale):
-    """d forward / d args[k], entry by entry: (extrapolated estimate, its error bound). Where
-    the derivative is large (scale: its expected size), the step shrinks so that the output
-    moves by about 1e-3: a perturbation amplified 1e11 times would leave the linear regime."""
+def _richardson(forward, args, k, base, eps, scale, which):
+    """d forward / d args[k] at the entries `which` selects: (extrapolated estimate, its error
+    bound). Where the derivative is large (scale: its expected size), the step shrinks so that
+    the output moves by about 1e-3: a perturbation amplified 1e11 times would leave the linear
+    regime."""
     base = np.asarray(base, dtype=np.float64)
     scale = np.broadcast_to(scale, base.shape)
     estimate, error = np.zeros(base.shape), np.zeros(base.shape)
+    which = np.broadcast_to(which, base.shape)
     for j in np.ndindex(base.shape):
+        if not which[j]:
+            continue
         step = min(eps, 1e-3 / max(float(scale[j]), 1e-300))
 
         def central(h):
