@@ -67,8 +67,10 @@ def programs(draw):
                                       "nested_array", "while_in_fori"])),
         "body": draw(expressions(3)),
         "inner": draw(expressions(2)),
-        "x": np.array(draw(st.lists(st.floats(-1.5, 1.5, allow_nan=False), min_size=size,
-                                    max_size=size))),
+        # Offset from exact zeros: x = 0 can sit on an unstable fixed point of the body,
+        # where no finite difference resolves the (vanishing) derivative.
+        "x": 0.0137 + np.array(draw(st.lists(st.floats(-1.5, 1.5, allow_nan=False),
+                                             min_size=size, max_size=size))),
         "n": draw(trip_counts(size)),
         "m": draw(trip_counts(size)),
         "uniform": draw(st.integers(0, 12)),
@@ -157,6 +159,9 @@ def test_random_program(p):
         if k == 0:
             keep = keep & (np.cumsum(keep) <= 3)
         estimate, error = _richardson(forward, [x, s, t], k, base, eps, np.abs(ref[k]), keep)
+        # Where the two step sizes disagree by more than 1%, finite differences have not
+        # converged (the function is far from linear at any step): they decide nothing.
+        keep = keep & (error <= 1e-2 * np.abs(estimate) + 1e-6)
         got, want = np.asarray(ref[k])[keep], estimate[keep]
         assert np.all(np.abs(got - want) <= 1e-5 * np.abs(want) + 1e-6 + error[keep]), \
             (k, got, want, error[keep])
