@@ -8,12 +8,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ... import __version__
 from ...config import config
+from ...kernel import kir
 from ...runtime import cache
 from ..base import Backend
 from .compile import cache_identity, compile_llvm, load_object
 from .render import render
 
 _MIN_CHUNK = 256
+# Below this many elements a kernel without loops runs on the calling thread: waking a
+# worker costs more than the work.
+_MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
 
 
@@ -39,6 +43,8 @@ class CpuBackend(Backend):
             else:
                 artifact, code = self._compile(kernel)
                 cache.store(k, code, meta)
+            artifact.min_parallel = 2 * _MIN_CHUNK if self._has_loops(kernel) else \
+                _MIN_PARALLEL_FLAT
             self._cache[text] = artifact
         return artifact
 
@@ -48,6 +54,10 @@ class CpuBackend(Backend):
             print(f"dloop: kernel IR\n{kernel}\ndloop: LLVM IR\n{text}")
         self.compile_count += 1
         return compile_llvm(text, len(kernel.buffers))
+
+    @staticmethod
+    def _has_loops(kernel):
+        return any(isinstance(s, (kir.For, kir.While)) for s in kernel.body)
 
     def _executor(self):
         workers = config.num_threads or _CORES
@@ -61,7 +71,7 @@ class CpuBackend(Backend):
     def launch(self, compiled, n_threads, buffers):
         addresses = [b.__array_interface__["data"][0] for b in buffers]
         pool, workers = self._executor()
-        if workers == 1 or n_threads < 2 * _MIN_CHUNK:
+        if workers == 1 or n_threads < compiled.min_parallel:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
         # One task per worker; each takes chunks from a shared counter until none are left
