@@ -45,6 +45,7 @@ class _KernelPlan:
         self.external_tokens = [op.inputs[0] for op in step.ops
                                 if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
         self.vars = {v.id: v for v in step.inputs + step.outputs}
+        self.n_threads = int(np.prod(step.shape, dtype=np.int64))
         self.sizing = _canonical_sizing(self.nests, step.inputs)
         self._count_kernels = {}
         self._compiled = {}
@@ -115,7 +116,7 @@ class Execution:
         plan = getattr(step, "plan", None)
         if plan is None:
             plan = step.plan = _KernelPlan(step)
-        n = int(np.prod(step.shape, dtype=np.int64))
+        n = plan.n_threads
         outs = {v: np.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
                 if v.id not in plan.kernel.accum_outputs}
         layouts = {}
