@@ -4,6 +4,7 @@ and can be changed at run time with `dloop.config.update(name, value)`."""
 import os
 
 from .errors import DloopValueError
+from .trace.source import user_location
 
 _BACKENDS = ("cpu", "interpret")
 
@@ -97,8 +98,12 @@ class _Config:
     def update(self, name, value):
         if name not in _SETTINGS:
             raise DloopValueError(f"unknown setting {name!r}; known settings: "
-                                  f"{', '.join(_SETTINGS)}")
-        object.__setattr__(self, name, _SETTINGS[name][1](value))
+                                  f"{', '.join(_SETTINGS)}", user_location())
+        try:
+            checked = _SETTINGS[name][1](value)
+        except DloopValueError as e:
+            raise DloopValueError(str(e), user_location()) from None
+        object.__setattr__(self, name, checked)
 
     def __setattr__(self, name, value):
         self.update(name, value)

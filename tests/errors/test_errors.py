@@ -180,10 +180,16 @@ def test_bad_argnums(backend):
     check(e, dl.DloopValueError, "E-argnums", "argnums")
 
 
-def test_unknown_and_invalid_settings():
-    with pytest.raises(dl.DloopValueError, match="unknown setting"):
-        dl.config.update("adstack_size", 10)
-    with pytest.raises(dl.DloopValueError, match="adstack_capacity"):
-        dl.config.update("adstack_capacity", -1)
-    with pytest.raises(dl.DloopValueError, match="backend"):
-        dl.config.update("backend", "tpu")
+def test_unknown_setting(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("adstack_size", 10)  # E-setting
+    check(e, dl.DloopValueError, "E-setting", "unknown setting", "adstack_capacity")
+
+
+def test_invalid_setting_values(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("adstack_capacity", -1)  # E-capacity
+    check(e, dl.DloopValueError, "E-capacity", "non-negative int")
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("backend", "tpu")  # E-backend
+    check(e, dl.DloopValueError, "E-backend", "cpu, interpret")
