@@ -101,7 +101,7 @@ def run_eagerly(thunk, operands):
     the results are arrays of the operands' library."""
     where = user_location()
     library = _Library(pytree.flatten(operands)[0], where)
-    graph, consts, _, out_td, _ = _trace(lambda: thunk(), [], where)
+    graph, consts, _, out_td, _ = _trace(thunk, [], where)
     return library.out(pytree.unflatten(out_td, _run(graph, consts, [])))
 
 

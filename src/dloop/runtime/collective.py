@@ -26,10 +26,10 @@ class CollectiveTape:
         self.trips, self.regions, self.lease = 0, [], lease
 
 
-def _iterations(execution, info, bounds, carries, invs, env_value, each):
+def _iterations(execution, info, bounds, carries, invs, each):
     """Run the loop; each(i, carries) is called before every iteration's body."""
     if info.kind == "fori":
-        lo, hi = (int(np.asarray(env_value(b))) for b in bounds)
+        lo, hi = (int(np.asarray(b)) for b in bounds)
         body = _programs(info, "body", info.body)
         for i in range(lo, hi):
             index = np.asarray(i, dtype=info.index_dtype)
@@ -47,9 +47,7 @@ def _iterations(execution, info, bounds, carries, invs, env_value, each):
 def run_cloop(execution, op, env, value):
     info = op.params["info"]
     bounds, carries, invs = info.split_inputs([value(x) for x in op.inputs])
-    outs = _iterations(execution, info, bounds, list(carries), list(invs), lambda b: b,
-                       lambda i, c: None)
-    return outs
+    return _iterations(execution, info, bounds, list(carries), list(invs), lambda i, c: None)
 
 
 def run_cloop_tape(execution, op, env, value):
@@ -69,7 +67,7 @@ def run_cloop_tape(execution, op, env, value):
         tape.regions.append(saved)
         tape.trips += 1
 
-    outs = _iterations(execution, info, bounds, list(carries), list(invs), lambda b: b, save)
+    outs = _iterations(execution, info, bounds, list(carries), list(invs), save)
     return outs + [tape]
 
 
