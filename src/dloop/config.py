@@ -108,8 +108,5 @@ class _Config:
     def __setattr__(self, name, value):
         self.update(name, value)
 
-    def describe(self):
-        return {name: doc for name, (_, _, _, doc) in _SETTINGS.items()}
-
 
 config = _Config()

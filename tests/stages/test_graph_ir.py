@@ -63,3 +63,12 @@ def test_vjp_of_integer_input_is_zero_literal():
     check_graph(joint)
     grad = joint.outputs[-1]
     assert grad.aval.dtype == F64
+
+
+def test_printed_loop_shows_its_body():
+    import dloop as dl
+    from dloop.api import _trace
+    graph, *_ = _trace(lambda x: dl.fori_loop(0, np.array([1, 2]), lambda i, v: v * 2.0,
+                                              x).sum(), [np.ones(2)], None)
+    text = str(graph)
+    assert "= loop " in text and "body=" in text and "= mul " in text

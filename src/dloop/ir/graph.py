@@ -62,7 +62,12 @@ class Op:
     src: str = None               # the user's file:line
 
     def subgraphs(self):
-        return [v for v in self.params.values() if isinstance(v, Graph)]
+        """(name, graph) of the graphs this op holds: a loop's condition and body, and the
+        body VJP of a loop's backward op."""
+        info, body_vjp = self.params.get("info"), self.params.get("body_vjp")
+        named = [("cond", getattr(info, "cond", None)), ("body", getattr(info, "body", None)),
+                 ("body_vjp", getattr(body_vjp, "graph", None))]
+        return [(name, g) for name, g in named if g is not None]
 
 
 @dataclass

@@ -18,14 +18,16 @@ def format_graph(graph, indent=0):
 def _format_op(op, indent):
     outs = ", ".join(f"{v}:{v.aval}" for v in op.outputs)
     ins = ", ".join(map(repr, op.inputs))
-    simple = {k: v for k, v in op.params.items() if not hasattr(v, "ops") and k != "info"}
+    simple = {k: v for k, v in op.params.items() if k not in _GRAPH_PARAMS}
     params = " ".join(f"{k}={v}" for k, v in simple.items())
     name = f"{op.prim.name}[{params}]" if params else op.prim.name
     head = f"{outs} = {name} {ins}"
-    for name, sub in op.params.items():
-        if hasattr(sub, "ops"):
-            head += f"\n{'  ' * indent}  {name}=\n" + format_graph(sub, indent + 1)
+    for name, sub in op.subgraphs():
+        head += f"\n{'  ' * indent}  {name}=\n" + format_graph(sub, indent + 1)
     return head
+
+
+_GRAPH_PARAMS = ("info", "body_vjp")       # printed as subgraphs, not inline
 
 
 def canonical_text(graph, consts):
@@ -58,7 +60,7 @@ def _canonical(graph, consts, names, order, lines, pad):
         ins = " ".join(_canonical_name(x, consts, names, order) for x in op.inputs)
         outs = " ".join(_canonical_name(o, consts, names, order) + f":{o.aval}"
                         for o in op.outputs)
-        params = {k: v for k, v in op.params.items() if k != "info"}
+        params = {k: v for k, v in op.params.items() if k not in _GRAPH_PARAMS}
         lines.append(f"{pad}{outs} = {op.prim.name}{params} {ins} @{op.src}")
         info = op.params.get("info")
         if info is not None:
@@ -66,8 +68,7 @@ def _canonical(graph, consts, names, order, lines, pad):
                          f"{[str(d) for d in info.carry_dtypes]} "
                          f"{getattr(info, 'invariant_modes', ())} {info.index_dtype} "
                          f"@{info.src}")
-            for sub in (info.cond, info.body):
-                if sub is not None:
-                    _canonical(sub, consts, names, order, lines, pad + "    ")
+            for _, sub in op.subgraphs():
+                _canonical(sub, consts, names, order, lines, pad + "    ")
     lines.append(pad + "out " + " ".join(_canonical_name(x, consts, names, order)
                                          for x in graph.outputs))

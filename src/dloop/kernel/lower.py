@@ -313,26 +313,22 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
     """A kernel for a fused group. With count_loops, a counting kernel instead: it stores no
     outputs, only the largest trip count of each listed loop per element."""
     kb = KernelBuilder(name, count_loops)
-    tables = _table_inputs(ops)
-    env = {}
+    # An input can be read both ways: gathered as a whole array, and per element. Only
+    # inputs are gathered (the scheduler ends a kernel before a gather of its own values).
+    tables, env = {}, {}
     for v in inputs:
-        if v in tables:
-            env[v] = TableRef(kb.buffer("in", v.aval.dtype, v.id), v.aval.shape, v.aval.dtype)
-    for v in inputs:
-        if v not in tables or _used_elementwise(ops, v):
+        buf = kb.buffer("in", v.aval.dtype, v.id)
+        uses = [table_operand(op, pos) for op in ops for pos, x in enumerate(op.inputs)
+                if x is v]
+        if any(uses):
+            tables[v] = TableRef(buf, v.aval.shape, v.aval.dtype)
+        if not all(uses):
             out = kir.KVar(v.aval.dtype)
-            buf = kb.buffer("in", v.aval.dtype, v.id)
             kb.emit(kir.Load(out, buf, element_index(kb, v.aval.shape, element_shape)))
-            if v not in tables:
-                env[v] = out
-            else:
-                env[("elem", v)] = out
+            env[v] = out
     for op in ops:
-        ins = []
-        for pos, x in enumerate(op.inputs):
-            val = read(kb, env, x) if not (isinstance(env.get(x), TableRef) and
-                                           not table_operand(op, pos)) else env[("elem", x)]
-            ins.append(val)
+        ins = [tables[x] if table_operand(op, pos) else read(kb, env, x)
+               for pos, x in enumerate(op.inputs)]
         env.update(safe_zip(op.outputs, LOWERINGS[op.prim](kb, op, ins)))
     if count_loops is None:
         for v in outputs:
@@ -353,11 +349,3 @@ def table_operand(op, pos):
         return pos >= first_inv and info.invariant_modes[pos - first_inv] == "table"
     return False
 
-
-def _table_inputs(ops):
-    return {x for op in ops for pos, x in enumerate(op.inputs) if table_operand(op, pos)}
-
-
-def _used_elementwise(ops, v):
-    return any(x is v and not table_operand(op, pos)
-               for op in ops for pos, x in enumerate(op.inputs))
