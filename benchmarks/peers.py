@@ -37,6 +37,23 @@ def warp():
     return wp
 
 
+def torch_impl(run, loss, array):
+    """An Impl for PyTorch eager: run(tensor) -> result; the gradient of loss(result) with
+    respect to the tensor made from `array`."""
+    torch = need("torch")
+
+    def forward():
+        with torch.no_grad():
+            return run(torch.from_numpy(array))
+
+    def gradient():
+        x = torch.from_numpy(array).requires_grad_(True)
+        loss(run(x)).backward()
+        return x.grad.numpy()
+
+    return Impl(forward, gradient)
+
+
 def drjit_loop_options(mode, max_iterations):
     """dr.while_loop's keywords: symbolic mode needs a bound on the iterations to reverse."""
     return {"mode": mode, **({"max_iterations": max_iterations} if mode == "symbolic" else {})}

@@ -112,16 +112,7 @@ def torch_eager(d):
             v = torch.where(i < n, v * 0.95 + torch.sin(v) * x * 0.1, v)
         return v
 
-    def gradient():
-        x = torch.from_numpy(d["x"]).requires_grad_(True)
-        simulate(x).sum().backward()
-        return x.grad.numpy()
-
-    def forward():
-        with torch.no_grad():
-            return simulate(torch.from_numpy(d["x"]))
-
-    return Impl(forward, gradient)
+    return peers.torch_impl(simulate, lambda v: v.sum(), d["x"])
 
 
 def _drjit(d, mode):

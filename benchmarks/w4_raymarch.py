@@ -136,16 +136,7 @@ def torch_eager(d):
             t = torch.where((dist > TOL) & (t < FAR), t + dist, t)
         return t
 
-    def gradient():
-        r = torch.from_numpy(d["radii"]).requires_grad_(True)
-        loss_of(render(r), target, torch.where).backward()
-        return r.grad.numpy()
-
-    def forward():
-        with torch.no_grad():
-            return render(torch.from_numpy(d["radii"]))
-
-    return Impl(forward, gradient)
+    return peers.torch_impl(render, lambda t: loss_of(t, target, torch.where), d["radii"])
 
 
 def _drjit(d, mode):
