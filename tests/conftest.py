@@ -1,9 +1,14 @@
 import pytest
 
 import dloop
-from dloop.backends.base import CAPABILITIES, available
+from dloop.backends import TABLE
+from dloop.backends.base import available
 
-BACKENDS = list(CAPABILITIES)
+BACKENDS = list(TABLE)
+# Backends that compile kernels (every one but the interpreter, the oracle they are checked
+# against), available or not: the cross-backend suites parametrize over these and skip with
+# the reason where one is absent.
+COMPILED = [name for name in TABLE if name != "interpret"]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,6 +1,6 @@
 """dloop: differentiable loops with data-dependent trip counts."""
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 from .api import grad as grad
 from .api import jit as jit

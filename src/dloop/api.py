@@ -2,6 +2,7 @@
 
 import collections
 import functools
+import threading
 
 import array_api_compat
 import numpy as np
@@ -20,6 +21,7 @@ from .ir.printer import canonical_text
 from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
+from .runtime.program import compile_program
 from .trace import arrays as _arrays  # noqa: F401  (installs @ and .mT on tracers)
 from .trace.source import user_location
 from .trace.tracer import Builder, Tracer
@@ -71,8 +73,9 @@ def _trace(fn, args, where):
     return graph, b.consts, arrays, out_td, library
 
 
-_PROGRAMS = collections.OrderedDict()     # canonical trace text -> (program, constant vars)
+_PROGRAMS = collections.OrderedDict()     # canonical trace text -> (executable, constant vars)
 _PROGRAM_CACHE_SIZE = 256
+_PROGRAMS_LOCK = threading.Lock()
 
 
 def _run(graph, consts, args, transform=None, kind="jit"):
@@ -82,15 +85,20 @@ def _run(graph, consts, args, transform=None, kind="jit"):
     backend = _backend()
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
-    entry = _PROGRAMS.get(key)
+    with _PROGRAMS_LOCK:
+        entry = _PROGRAMS.get(key)
+        if entry is not None:
+            _PROGRAMS.move_to_end(key)
     if entry is None:
         final = transform(graph) if transform else graph
         check_graph(final, consts)
-        entry = _PROGRAMS[key] = (schedule(final, {}), order)
-        if len(_PROGRAMS) > _PROGRAM_CACHE_SIZE:
-            _PROGRAMS.popitem(last=False)
-    else:
-        _PROGRAMS.move_to_end(key)
+        if config.debug and transform:
+            print(f"dloop: transformed graph\n{final}")
+        entry = (compile_program(schedule(final, {}), backend), order)
+        with _PROGRAMS_LOCK:
+            _PROGRAMS[key] = entry
+            if len(_PROGRAMS) > _PROGRAM_CACHE_SIZE:
+                _PROGRAMS.popitem(last=False)
     program, cached_order = entry
     values = {cached: consts[new] for cached, new in zip(cached_order, order)}
     return Execution(backend).run(program, args, consts=values)
@@ -209,12 +217,13 @@ def vjp(fun, *primals, has_aux=False):
     check_graph(joint, consts)
     fwd, bwd, residuals = _split(joint, n_main, len(graph.inputs))
     aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
-    execution = Execution(_backend())
-    fwd_out = execution.run(schedule(Graph(fwd.inputs, fwd.outputs + aux_graph.outputs,
-                                           fwd.ops), consts), arrays)
+    backend = _backend()
+    execution = Execution(backend)
+    fwd_out = execution.run(compile_program(schedule(
+        Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
     out_vals = fwd_out[:n_main]
     res_vals = fwd_out[n_main:n_main + len(residuals)]
-    bwd_program = schedule(bwd, consts)
+    bwd_program = compile_program(schedule(bwd, consts), backend)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
     out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
 
@@ -225,7 +234,8 @@ def vjp(fun, *primals, has_aux=False):
                                  "output", user_location())
         cts = [libraries.to_numpy(c).astype(a.dtype).reshape(a.shape)
                if tuple(np.shape(c)) == a.shape else _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
-        grads = Execution(execution.backend, fresh=False).run(bwd_program, res_vals + cts)
+        grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,
+                                                                          res_vals + cts)
         return library.out(tuple(pytree.unflatten(
             positions[k][2], grads[positions[k][0]:positions[k][0] + positions[k][1]])
             for k in range(len(primals))))
@@ -266,4 +276,4 @@ def memory_stats():
     """Adstack memory: bytes the last launch needed, and bytes the backend's heap holds."""
     backend = _last_backend[0] or get_backend(config.backend or "cpu")
     return {"adstack_bytes_used": backend.heap.last_used,
-            "adstack_bytes_reserved": backend.heap.reserved}
+            "adstack_bytes_reserved": backend.reserved_bytes()}

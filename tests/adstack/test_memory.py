@@ -61,9 +61,14 @@ class _Allocator:
 
 
 def _heap(alloc):
-    def copy(dst, src, nbytes):
-        dst[:nbytes] = src[:nbytes]
-    return Heap(alloc, copy)
+    from dloop.backends.base import Caps, HostMemory
+
+    class Memory(HostMemory):
+        caps = Caps()
+
+        def heap_alloc(self, nbytes):
+            return alloc(nbytes)
+    return Heap(Memory())
 
 
 def test_heap_grows_to_twice_current_and_keeps_live_data():
@@ -114,12 +119,18 @@ def test_heap_is_reused_across_launches(backend):
 
 
 def test_first_launch_with_only_empty_stacks(backend):
-    from dloop.backends.base import get_backend, host_heap
+    import threading
+
+    from dloop.backends.base import get_backend
     be = get_backend(backend)
-    previous, be.heap = be.heap, host_heap()          # a heap that never grew
-    try:
+    seen = {}
+
+    def fresh_thread():                   # each thread has its own heap, which never grew
         x = np.array([0.5])
-        g = dl.grad(lambda x: dl.fori_loop(0, np.array([0]), lambda i, v: v * 2.0, x).sum())(x)
-        assert g.tolist() == [1.0] and be.heap.buffer is None
-    finally:
-        be.heap = previous
+        seen["g"] = dl.grad(lambda x: dl.fori_loop(0, np.array([0]), lambda i, v: v * 2.0,
+                                                   x).sum())(x)
+        seen["buffer"] = be.heap.buffer
+    t = threading.Thread(target=fresh_thread)
+    t.start()
+    t.join()
+    assert seen["g"].tolist() == [1.0] and seen["buffer"] is None

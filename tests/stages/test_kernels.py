@@ -3,14 +3,17 @@
 import numpy as np
 import pytest
 
+from conftest import COMPILED
 from dloop.backends.base import available, get_backend
 from dloop.kernel import kir
 
 I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
-COMPILED = [b for b in ("cpu",) if available(b)[0]]
 
 
 def _run(backend, kernel, n, buffers):
+    ok, why = available(backend)
+    if not ok:
+        pytest.skip(why)
     bufs = [b.copy() for b in buffers]
     be = get_backend(backend)
     be.launch(be.compile(kernel), n, bufs)

@@ -1,73 +1,227 @@
-"""STAGE 5 — the backend protocol and the table of backends.
+"""STAGE 5 — the backend protocol, the same for every backend.
 
-A backend compiles kernel IR (compile: kernel -> artifact, cached by the kernel's text) and
-launches it over n threads with a list of buffers (launch). Its heap holds adstack storage."""
+A backend folder holds `render.py` (kernel IR -> the backend's source) and `launch.py` (the
+Backend subclass: build, load, memory, launch). Everything else a backend needs is here:
+
+* compile (owned here, with the caches): source = render(kernel); binary = build(source);
+  artifact = load(binary, source, kernel). `binary` (bytes, or None where there is nothing
+  worth keeping) goes to the on-disk cache, keyed by the kernel's text, the backend and
+  cache_identity() (host CPU, compiler version, device).
+* memory: empty / zeros / upload give device arrays; to_host gives the backend's array
+  namespace `xp` (NumPy for host backends) for host steps, to_numpy a NumPy array. The adstack
+  heap (runtime/heap.py) allocates through heap_alloc / heap_copy / heap_region / release;
+  collective loops write and read their tapes with heap_store / heap_load.
+* execution: launch(artifact, n_threads, buffers) may return before the work is done;
+  synchronize() waits for it. release() must not free a buffer that queued work still uses.
+* caps: what the device can do, read by legalization, the runtime and the renderers."""
 
 import importlib
+import threading
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _version
+from ..config import config
 from ..errors import DloopValueError
+from ..runtime import cache
 from ..runtime.heap import Heap
+from . import TABLE
 
-# name -> (module, class, what must be importable)
-CAPABILITIES = {
-    "interpret": ("dloop.backends.interpret.run", "InterpretBackend", ()),
-    "cpu": ("dloop.backends.cpu.launch", "CpuBackend", ("llvmlite",)),
-}
+TRANSCENDENTALS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+                   "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "pow",
+                   "atan2")
+ALL_MATH = frozenset((op, dt) for op in TRANSCENDENTALS for dt in ("float32", "float64"))
+
+
+@dataclass(frozen=True)
+class Caps:
+    float64: bool = True
+    index64: bool = True               # 64-bit integer arithmetic for offsets
+    float_atomic_add: bool = True
+    int64_atomics: bool = True
+    bool_bytes: int = 1                # storage size of one bool element
+    max_buffer_bytes: int = 1 << 62    # the largest buffer one binding can address
+    align: int = 64                    # heap region alignment, bytes
+    native_math: frozenset = ALL_MATH  # (op, dtype name) pairs rendered without legalization
+
 
 _instances = {}
+_instances_lock = threading.Lock()
 
 
 def available(name):
     """(True, '') or (False, reason)."""
-    if name not in CAPABILITIES:
+    if name not in TABLE:
         return False, f"unknown backend {name!r}"
-    for module in CAPABILITIES[name][2]:
-        try:
+    row = TABLE[name]
+    try:
+        for module in row.requires:
             importlib.import_module(module)
-        except ImportError as e:
-            return False, f"backend {name!r} needs {module}: {e}"
-    return True, ""
+        cls = getattr(importlib.import_module(row.module), row.cls)
+    except ImportError as e:
+        return False, f"backend {name!r} needs {e.name or e}: {e}"
+    probe = getattr(cls, "probe", None)
+    return probe() if probe else (True, "")
 
 
 def get_backend(name):
-    if name not in _instances:
-        ok, why = available(name)
-        if not ok:
-            raise DloopValueError(why)
-        module, cls, _ = CAPABILITIES[name]
-        _instances[name] = getattr(importlib.import_module(module), cls)()
-    return _instances[name]
-
-
-def host_heap():
-    """A heap in host memory, for the backends that run on the CPU."""
-    def copy(dst, src, nbytes):
-        dst[:nbytes] = src[:nbytes]
-    return Heap(lambda nbytes: np.empty(nbytes, dtype=np.uint8), copy)
+    with _instances_lock:
+        if name not in _instances:
+            ok, why = available(name)
+            if not ok:
+                raise DloopValueError(why)
+            row = TABLE[name]
+            _instances[name] = getattr(importlib.import_module(row.module), row.cls)()
+        return _instances[name]
 
 
 class Backend:
     name = None
+    caps = Caps()
+    xp = np
 
     def __init__(self):
-        self.heap = host_heap()
-        self._cache = {}
-        self.compile_count = 0
+        self._artifacts = {}
+        self._local = threading.local()
+        self._heaps = weakref.WeakSet()
+        self._heaps_lock = threading.Lock()
+        self.compile_count = 0        # kernels built (not found in a cache)
         self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
-    def compile(self, kernel, sizing=""):
-        key = str(kernel)
-        artifact = self._cache.get(key)
-        if artifact is None:
-            artifact = self._compile(kernel)
+    # -- compile --
+    def render(self, kernel):
+        raise NotImplementedError
+
+    def build(self, source, kernel):
+        """Native code for the disk cache, or None."""
+        return None
+
+    def load(self, binary, source, kernel):
+        """A launchable artifact from build's bytes (source is None on a disk-cache hit)."""
+        raise NotImplementedError
+
+    def cache_identity(self):
+        return ()
+
+    def compile(self, kernel):
+        text = str(kernel)
+        artifact = self._artifacts.get(text)
+        if artifact is not None:
+            return artifact
+        key = cache.key(self.name, _version.__version__, text, *self.cache_identity())
+        hit = cache.load(key, {"kernel": text})
+        if hit is not None:
+            artifact = self.load(hit[0], None, kernel)
+        else:
+            source = self.render(kernel)
+            if config.debug:
+                print(f"dloop: {self.name} source of {kernel.name}\n{source}")
+            binary = self.build(source, kernel)
             self.compile_count += 1
-            self._cache[key] = artifact
+            if binary is not None:
+                cache.store(key, binary, {"kernel": text})
+            artifact = self.load(binary, source, kernel)
+        self._artifacts[text] = artifact
         return artifact
 
-    def _compile(self, kernel):
+    # -- memory --
+    def empty(self, shape, dtype):
         raise NotImplementedError
 
+    def zeros(self, shape, dtype):
+        raise NotImplementedError
+
+    def upload(self, x, dtype):
+        """A flat, contiguous device array of dtype holding x (an xp or NumPy array)."""
+        raise NotImplementedError
+
+    def to_host(self, x):
+        """x as an array of `xp`, for host steps."""
+        raise NotImplementedError
+
+    def to_numpy(self, x):
+        raise NotImplementedError
+
+    def heap_alloc(self, nbytes):
+        """A raw heap buffer of nbytes; raises MemoryError when the device has no room."""
+        raise NotImplementedError
+
+    def heap_copy(self, dst, src, nbytes):
+        raise NotImplementedError
+
+    def heap_region(self, raw, offset, nbytes, dtype):
+        """A typed device array viewing raw[offset:offset + nbytes]."""
+        raise NotImplementedError
+
+    def heap_store(self, region, x):
+        """Write x (an xp array) into a typed heap region (a collective loop's tape)."""
+        raise NotImplementedError
+
+    def heap_load(self, region):
+        """A copy of a typed heap region, as an xp array."""
+        raise NotImplementedError
+
+    def release(self, raw):
+        """Drop a replaced heap buffer once no queued work can use it."""
+
+    @property
+    def heap(self):
+        """The calling thread's adstack heap: threads never share tapes or growth."""
+        heap = getattr(self._local, "heap", None)
+        if heap is None:
+            heap = self._local.heap = Heap(self)
+            with self._heaps_lock:
+                self._heaps.add(heap)
+        return heap
+
+    def reserved_bytes(self):
+        with self._heaps_lock:
+            return sum(h.reserved for h in self._heaps)
+
+    # -- execution --
     def launch(self, artifact, n_threads, buffers):
         raise NotImplementedError
+
+    def synchronize(self):
+        """Wait for every launch so far (host backends launch synchronously)."""
+
+
+class HostMemory:
+    """Memory for backends that run on the CPU: device arrays are NumPy arrays."""
+
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def upload(self, x, dtype):
+        return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+
+    def to_host(self, x):
+        return x
+
+    def to_numpy(self, x):
+        return np.asarray(x)
+
+    def heap_alloc(self, nbytes):
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def heap_copy(self, dst, src, nbytes):
+        dst[:nbytes] = src[:nbytes]
+
+    def release(self, raw):
+        """Launches on the host are synchronous: nothing queued can still use `raw`."""
+
+    def heap_store(self, region, x):
+        region[:] = x.reshape(-1)
+
+    def heap_load(self, region):
+        return region.copy()
+
+    def heap_region(self, raw, offset, nbytes, dtype):
+        if raw is None:                    # nothing allocated yet: only empty regions exist
+            return np.empty(0, dtype)
+        return raw[offset:offset + nbytes].view(dtype)

@@ -1,17 +1,18 @@
-"""Running a scheduled program: host steps through NumPy, kernel steps through a backend,
-with adstacks sized at each launch that starts a taped loop and checked after every launch."""
+"""Running an Executable: host steps through the backend's array namespace, kernel steps
+through the backend, with adstacks sized at each launch that starts a taped loop.
 
-import re
-from dataclasses import dataclass
+Fault flags are collected per launch and read where the backend synchronises anyway: before a
+host step reads kernel output, before sizing reads arrays, and before results are handed back.
+Device memory is reached only through the backend (empty, zeros, upload, to_host, the heap)."""
+
+import sys
 
 import numpy as np
 
 from ..adstack import capacity
 from ..adstack.layout import loop_layout
 from ..config import config
-from ..ir import prims
 from ..ir.graph import Lit
-from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep
 from . import faults as fault_check
 from .collective import RUNNERS
@@ -26,59 +27,21 @@ class TapeHandle:
         self.trips, self.layouts, self.lease = trips, layouts, lease
 
 
-@dataclass
-class _Nest:
-    token: object          # the tape output Var
-    exprs: dict            # loop_id -> capacity Expr or None (count)
-    infos: dict            # loop_id -> LoopInfo
-
-
-class _KernelPlan:
-    def __init__(self, step):
-        self.step = step
-        self.kernel = lower_group("kernel", step.ops, step.inputs, step.outputs, step.shape)
-        known = set(step.inputs)
-        self.nests = [_Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
-                            capacity.nest_infos(op.params["info"]))
-                      for op in step.ops if op.prim is prims.loop_tape_p]
-        made = {o for op in step.ops for o in op.outputs}
-        self.external_tokens = [op.inputs[0] for op in step.ops
-                                if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
-        self.vars = {v.id: v for v in step.inputs + step.outputs}
-        self.n_threads = int(np.prod(step.shape, dtype=np.int64))
-        self.sizing = _canonical_sizing(self.nests, step.inputs)
-        self._count_kernels = {}
-        self._compiled = {}
-
-    def compiled(self, backend, kernel, sizing=""):
-        """The backend's artifact for one of this plan's kernels, looked up once per plan:
-        printing a kernel to find it in the backend's cache costs more than a small launch."""
-        key = (backend.name, id(kernel))
-        if key not in self._compiled:
-            self._compiled[key] = backend.compile(kernel, sizing)
-        return self._compiled[key]
-
-    def count_kernel(self, loop_ids):
-        key = tuple(sorted(loop_ids))
-        if key not in self._count_kernels:
-            self._count_kernels[key] = lower_group("count", self.step.ops, self.step.inputs, [],
-                                                   self.step.shape, count_loops=key)
-        return self._count_kernels[key]
-
-
 class Execution:
     """One run of a program. A fresh execution restarts the adstack accounting; the backward
-    half of a vjp is not fresh, since it uses the forward half's tapes."""
+    half of a vjp is not fresh: it runs on the heap holding the forward half's tapes."""
 
-    def __init__(self, backend, fresh=True):
+    def __init__(self, backend, fresh=True, heap=None):
         self.backend = backend
+        self.heap = heap or backend.heap
         self.lease = None
+        self.pending = []          # (kernel, fault buffer, layouts) not yet checked
         if fresh:
-            backend.heap.last_used = 0
+            self.heap.last_used = 0
 
     def heap_lease(self):
         if self.lease is None:
-            self.lease = self.backend.heap.lease()
+            self.lease = self.heap.lease()
         return self.lease
 
     def heap_mark(self):
@@ -87,133 +50,158 @@ class Execution:
     def heap_reset(self, mark):
         self.lease.reset(mark)
 
-    def run(self, program, args, consts=None):
+    def run(self, executable, args, consts=None):
         """consts: values of the program's constant vars, when they differ from the ones it
         was scheduled with (a program reused for a new trace of the same function)."""
+        with self.heap.lock:
+            outs = self._run(executable, args, consts)
+            self.sync()
+        return outs
+
+    def _run(self, executable, args, consts=None):
+        program = executable.program
         env = dict(program.consts if consts is None else consts)
         env.update(zip(program.inputs, args))
         for k, step in enumerate(program.steps):
             if isinstance(step, HostStep):
-                self._host(step.op, env)
+                self._host(executable, step.op, env)
             else:
-                self._kernel(step, env)
+                self._kernel(executable.kernels[id(step)], env)
             for v in program.dead_after[k]:
                 env.pop(v, None)
         return [_value(env, o) for o in program.outputs]
 
-    def _host(self, op, env):
+    def run_body(self, executable, args):
+        """A collective loop's body program, inside this execution (same lease, faults
+        collected with the rest)."""
+        return self._run(executable, args)
+
+    def sync(self):
+        """Wait for the launches so far and raise the first fault they flagged."""
+        if not self.pending:
+            return
+        self.backend.synchronize()
+        pending, self.pending = self.pending, []
+        if sys.is_finalizing():
+            return
+        for kernel, flags, layouts in pending:
+            fault_check.check(kernel, self.backend.to_numpy(flags), layouts)
+
+    def host(self, x):
+        """x, readable by the host: the launches that made it finished, faults checked."""
+        self.sync()
+        return self.backend.to_host(x)
+
+    def _host(self, executable, op, env):
         runner = RUNNERS.get(op.prim)
         if runner is not None:
-            outs = runner(self, op, env, lambda x: _value(env, x))
+            outs = runner(self, executable.bodies[id(op)], op, lambda x: _value(env, x))
             for var, out in zip(op.outputs, outs):
-                env[var] = out if var.aval.is_tape else np.asarray(out, dtype=var.aval.dtype)
+                env[var] = out
             return
-        args = [_value(env, x) for x in op.inputs]
+        xp = self.backend.xp
+        args = [self.host(_value(env, x)) for x in op.inputs]
         out = HOST_IMPLS[op.prim](*args, **op.params)
-        env[op.outputs[0]] = np.asarray(out, dtype=op.outputs[0].aval.dtype)
+        env[op.outputs[0]] = xp.asarray(out, dtype=op.outputs[0].aval.dtype)
 
-    def _kernel(self, step, env):
-        plan = getattr(step, "plan", None)
-        if plan is None:
-            plan = step.plan = _KernelPlan(step)
+    def _kernel(self, plan, env):
+        be, step, kernel = self.backend, plan.step, plan.main.kernel
         n = plan.n_threads
-        outs = {v: np.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
-                if v.id not in plan.kernel.accum_outputs}
+        outs = {v: be.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
+                if v.id not in kernel.accum_outputs}
         layouts = {}
         for token in plan.external_tokens:
             layouts.update(env[token].layouts)
         if n and plan.nests:
             layouts.update(self._size_nests(plan, env, n))
+        buffers = self._bind(kernel, plan, env, outs, layouts, None) if n else None
         if n:
-            buffers = self._bind(plan.kernel, plan, env, outs, layouts, None)
-            self.backend.launch(plan.compiled(self.backend, plan.kernel, plan.sizing), n, buffers)
-            fault_check.check(plan.kernel, buffers[plan.kernel.buffer_index("faults")]
-                              if plan.kernel.faults else [0], layouts)
-        for var_id, buf in plan.kernel.accum_outputs.items():
+            be.launch(plan.main.artifact, n, buffers)
+            self._collect(kernel, buffers, layouts)
+        for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
-                np.zeros(var.aval.shape, var.aval.dtype)
+                be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease) if v.aval.is_tape else arr
 
+    def _collect(self, kernel, buffers, layouts):
+        if kernel.faults:
+            self.pending.append((kernel, buffers[kernel.buffer_index("faults")], layouts))
+
     def _size_nests(self, plan, env, n):
-        caps, to_count = {}, []
+        caps, to_count = {}, False
+        self.sync()
         for nest in plan.nests:
             for loop_id, expr in nest.exprs.items():
                 if config.adstack_capacity is not None:
                     caps[loop_id] = np.full(n, config.adstack_capacity, dtype=np.int64)
                 elif expr is None:
-                    to_count.append(loop_id)
+                    to_count = True
                 else:
-                    caps[loop_id] = capacity.evaluate(expr, env, plan.step.shape)
+                    host_env = {v: self._host_int(env[v]) for v in expr.vars()}
+                    caps[loop_id] = capacity.evaluate(expr, host_env, plan.step.shape)
         if to_count:
-            caps.update(self._count(plan, env, n, to_count))
+            caps.update(self._count(plan, env, n))
         lease = self.heap_lease()
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
                 layout = loop_layout(info, caps[loop_id])
-                layout.regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
-                                  for name, (dtype, slots) in layout.regions.items()}
-                layouts[loop_id] = layout
+                regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
+                           for name, (dtype, slots) in layout.regions.items()}
+                layouts[loop_id] = DeviceLayout(layout, regions, self.backend)
         return layouts
 
-    def _count(self, plan, env, n, loop_ids):
-        kernel = plan.count_kernel(loop_ids)
+    def _host_int(self, val):
+        return self.backend.to_numpy(val.trips if isinstance(val, TapeHandle) else val)
+
+    def _count(self, plan, env, n):
+        kernel = plan.counting.kernel
         self.backend.count_launches += 1
         buffers = self._bind(kernel, plan, env, {}, {}, n)
-        self.backend.launch(plan.compiled(self.backend, kernel), n, buffers)
-        fault_check.check(kernel, buffers[kernel.buffer_index("faults")] if kernel.faults
-                          else [0], {})
-        counts = buffers[kernel.buffer_index("counts")].reshape(len(kernel.counters), n)
+        self.backend.launch(plan.counting.artifact, n, buffers)
+        self._collect(kernel, buffers, {})
+        self.sync()
+        counts = self.backend.to_numpy(buffers[kernel.buffer_index("counts")])
+        counts = counts.reshape(len(kernel.counters), n)
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
     def _bind(self, kernel, plan, env, outs, layouts, n_counts):
+        be = self.backend
         buffers = []
         for spec in kernel.buffers:
             if spec.kind == "in":
                 val = env[plan.vars[spec.key]]
                 val = val.trips if isinstance(val, TapeHandle) else val
-                buffers.append(np.ascontiguousarray(val, dtype=spec.dtype).reshape(-1))
+                buffers.append(be.upload(val, spec.dtype))
             elif spec.kind == "out":
                 buffers.append(outs[plan.vars[spec.key]].reshape(-1))
             elif spec.kind == "faults":
-                buffers.append(fault_check.empty(kernel))
+                buffers.append(be.zeros(1 + len(kernel.faults), np.int64))
             elif spec.kind == "accum":
                 table = kernel.buffers[spec.key[1]]
-                buffers.append(np.zeros(plan.vars[table.key].aval.size, dtype=spec.dtype))
+                buffers.append(be.zeros(plan.vars[table.key].aval.size, spec.dtype))
             elif spec.kind == "counts":
-                buffers.append(np.zeros(len(kernel.counters) * n_counts, dtype=np.int64))
+                buffers.append(be.zeros(len(kernel.counters) * n_counts, np.int64))
             elif spec.kind == "region":
                 loop_id, dtype_name = spec.key
-                buffers.append(self.backend.heap.view(layouts[loop_id].regions[dtype_name]))
+                buffers.append(self.heap.view(layouts[loop_id].regions[dtype_name]))
             else:
                 buffers.append(getattr(layouts[spec.key], spec.kind))
         return buffers
 
 
-def _launch_known(exprs, known):
-    """Expressions may read only arrays that exist when the kernel starts (its inputs);
-    a loop whose expression reads a value made inside the kernel is counted instead."""
-    return {loop_id: e if e is not None and e.vars() <= known else None
-            for loop_id, e in exprs.items()}
+class DeviceLayout:
+    """A loop's layout on the device: per-element capacities and slice starts uploaded once,
+    the host copy of the capacities kept for error messages, and its heap regions."""
+    __slots__ = ("cap", "start", "host_cap", "regions")
 
-
-def _canonical_sizing(nests, inputs):
-    """The capacity expressions as text, with arrays named by input position and loops by
-    order of appearance (as the kernel printer does): equal in any process."""
-    position = {f"%{v.id}": f"in{k}" for k, v in enumerate(inputs)}
-    loops = {}
-    parts = []
-    for nest in nests:
-        for loop_id, expr in nest.exprs.items():
-            loops.setdefault(str(loop_id), len(loops))
-            text = str(expr) if expr is not None else "count"
-            text = re.sub(r"%\d+", lambda m: position.get(m.group(0), "?"), text)
-            text = re.sub(r"\bi(\d+)", lambda m: f"i{loops.setdefault(m.group(1), len(loops))}",
-                          text)
-            parts.append(f"L{loops[str(loop_id)]}: {text}")
-    return "; ".join(parts)
+    def __init__(self, layout, regions, backend):
+        self.host_cap = layout.cap
+        self.cap = backend.upload(layout.cap, np.int64)
+        self.start = backend.upload(layout.start, np.int64)
+        self.regions = regions
 
 
 def _value(env, x):

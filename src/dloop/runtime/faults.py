@@ -1,16 +1,12 @@
-"""After every launch: read the kernel's fault flags and raise the user's error. The flags
-are reset with each launch (a fresh buffer), and many faulting threads give one error."""
-
-import sys
-
-import numpy as np
+"""Read a launch's fault flags (after the backend synchronised) and raise the user's error.
+Each launch gets a fresh, zeroed flag buffer, and many faulting threads give one error."""
 
 from ..config import config
 from ..errors import AdstackOverflowError, DloopIndexError
 
 
 def check(kernel, faults, layouts):
-    if not faults[0] or sys.is_finalizing():
+    if not faults[0]:
         return
     for slot, spec in enumerate(kernel.faults):
         value = int(faults[1 + slot])
@@ -24,7 +20,7 @@ def _error(spec, value, layouts):
                                f"{spec.detail['shape']} (negative indices count from the end)",
                                spec.src)
     layout = layouts.get(spec.detail["loop_id"])
-    capacity = int(layout.cap.max()) if layout is not None and layout.cap.size else 0
+    capacity = int(layout.host_cap.max()) if layout is not None and layout.host_cap.size else 0
     if config.adstack_capacity is not None:
         fix = (f"raise dloop.config.adstack_capacity to at least {value}, or set it to None "
                "so that dloop sizes every stack exactly from the data")
@@ -36,7 +32,3 @@ def _error(spec, value, layouts):
         f"({spec.detail['dtype']}) holds at most {capacity} entries per element, but an "
         f"element attempted {value} pushes; the gradient was not computed. To fix: {fix}",
         spec.src)
-
-
-def empty(kernel):
-    return np.zeros(1 + len(kernel.faults), dtype=np.int64)

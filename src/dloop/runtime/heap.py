@@ -1,14 +1,20 @@
-"""The adstack heap, backend-neutral: one buffer per backend runtime, reused across launches.
+"""The adstack heap, backend-neutral: one buffer per backend and thread, reused across launches.
 
 Growth policy: to max(required, 2 x current); if that allocation fails and `required` is
 smaller, retry at exactly `required`; past that, or past config.max_adstack_bytes, raise
-DloopMemoryError naming the bytes needed. Backends supply allocate(nbytes) and copy.
-Regions are offsets, resolved to typed views at each launch, so growing (which copies the
-live prefix to a new buffer) never invalidates a tape that is still held. The replaced
-buffer is dropped right after the copy: the host backends launch synchronously, so no
-launch that could use it is still in flight (a backend with asynchronous launches must keep
-it until its queue has passed that point)."""
+DloopMemoryError naming the bytes needed. The backend supplies the memory (heap_alloc,
+heap_copy, heap_region, release, caps.align). Regions are offsets, resolved to typed views at
+each launch, so growing (which copies the live prefix to a new buffer) never invalidates a tape
+that is still held; the replaced buffer goes to backend.release, which frees it only once no
+queued launch can use it.
 
+Allocation is a bump from the top of the live leases. A lease is one execution's allocations
+(a grad call, or the forward half of a vjp whose pullback is alive); when it is collected its
+bytes return, so a kept pullback pins only its own tapes, not every call made after it. The
+lock is held by an execution for its whole run (re-entrantly, for collective bodies): a pullback
+run from another thread waits rather than interleaving with this heap's owner."""
+
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -16,8 +22,6 @@ import numpy as np
 
 from ..config import config
 from ..errors import DloopMemoryError
-
-ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -28,27 +32,24 @@ class Region:
 
 
 class Heap:
-    def __init__(self, allocate, copy):
-        self._allocate = allocate       # nbytes -> buffer (may raise MemoryError)
-        self._copy = copy               # (dst, src, nbytes) -> None
+    def __init__(self, memory):
+        self._memory = memory
+        self.lock = threading.RLock()
         self.buffer = None
         self.reserved = 0
-        self.used = 0
-        self.live_leases = 0
         self.last_used = 0
+        self._tops = {}               # live lease id -> end of its last allocation
+
+    @property
+    def used(self):
+        return max(self._tops.values(), default=0)
 
     def lease(self):
-        """Start an execution's allocations. While earlier leases are alive (tapes kept by a
-        vjp), their regions stay; otherwise the heap is reused from offset 0."""
-        if self.live_leases == 0:
-            self.used = 0
         return Lease(self)
 
-    def _release(self):
-        self.live_leases -= 1
-
-    def alloc(self, nbytes, dtype, where=None):
-        offset = -(-self.used // ALIGN) * ALIGN
+    def alloc(self, lease, nbytes, dtype, where=None):
+        align = self._memory.caps.align
+        offset = -(-self.used // align) * align
         required = offset + int(nbytes)
         limit = config.max_adstack_bytes
         if required > limit:
@@ -58,35 +59,42 @@ class Heap:
                 "reduce it; raise dloop.config.max_adstack_bytes if the memory is there", where)
         if required > self.reserved:
             self._grow(required, limit, where)
-        self.used = required
+        self._tops[id(lease)] = required
         return Region(offset, int(nbytes), np.dtype(dtype))
 
     def _grow(self, required, limit, where):
         target = min(max(required, 2 * self.reserved), limit)
         try:
-            new = self._allocate(target)
+            new = self._memory.heap_alloc(target)
         except MemoryError:
             if target == required:
                 raise self._oom(required, where) from None
             target = required
             try:
-                new = self._allocate(target)
+                new = self._memory.heap_alloc(target)
             except MemoryError:
                 raise self._oom(required, where) from None
-        if self.buffer is not None and self.used:
-            self._copy(new, self.buffer, self.used)
+        used = self.used
+        old = self.buffer
+        if old is not None and used:
+            self._memory.heap_copy(new, old, used)
         self.buffer, self.reserved = new, target
+        if old is not None:
+            self._memory.release(old)
 
-    def _oom(self, required, where):
+    @staticmethod
+    def _oom(required, where):
         return DloopMemoryError(
             f"could not allocate {required:,} bytes of adstack storage. Fewer elements or "
             "shorter loops per launch reduce it", where)
 
     def view(self, region):
-        count = region.nbytes // region.dtype.itemsize
-        if count == 0:                       # the heap may hold no buffer yet
-            return np.empty(0, region.dtype)
-        return self.buffer[region.offset:region.offset + region.nbytes].view(region.dtype)
+        return self._memory.heap_region(self.buffer if region.nbytes else None, region.offset,
+                                        region.nbytes, region.dtype)
+
+    def _forget(self, lease_id):
+        with self.lock:
+            self._tops.pop(lease_id, None)
 
 
 class Lease:
@@ -94,21 +102,23 @@ class Lease:
 
     def __init__(self, heap):
         self.heap = heap
-        self.start = heap.used
         self.bytes = 0
-        heap.live_leases += 1
-        weakref.finalize(self, heap._release)
+        weakref.finalize(self, heap._forget, id(self))
 
     def alloc(self, nbytes, dtype, where=None):
-        region = self.heap.alloc(nbytes, dtype, where)
+        region = self.heap.alloc(self, nbytes, dtype, where)
         self.bytes += region.nbytes
         self.heap.last_used = max(self.heap.last_used, self.bytes)
         return region
 
     def mark(self):
-        return self.heap.used, self.bytes
+        return self.heap._tops.get(id(self)), self.bytes
 
     def reset(self, mark):
-        """Free everything allocated since mark: valid when nothing made since is still held
-        (the tapes of one reverse step of a collective loop)."""
-        self.heap.used, self.bytes = mark
+        """Free everything this lease allocated since mark: valid when nothing made since is
+        still held (the tapes of one reverse step of a collective loop)."""
+        top, self.bytes = mark
+        if top is None:
+            self.heap._tops.pop(id(self), None)
+        else:
+            self.heap._tops[id(self)] = top

@@ -27,11 +27,10 @@ def _target_machine():
 class CompiledKernel:
     """A JIT-compiled kernel: call(start, end, n_threads, *buffer_addresses)."""
 
-    def __init__(self, engine, address, n_buffers, asm):
+    def __init__(self, engine, address, n_buffers):
         self.engine = engine            # keeps the machine code alive
         self.call = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 3 +
                                              [ctypes.c_void_p] * n_buffers))(address)
-        self.asm = asm
 
 
 def cache_identity():
@@ -48,12 +47,11 @@ def load_object(code, n_buffers):
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         engine.finalize_object()
         _state["engines"].append(engine)
-        return CompiledKernel(engine, engine.get_function_address("dloop_kernel"), n_buffers,
-                              None)
+        return CompiledKernel(engine, engine.get_function_address("dloop_kernel"), n_buffers)
 
 
-def compile_llvm(ir_text, n_buffers, debug=False):
-    """(CompiledKernel, object code bytes for the disk cache)."""
+def compile_llvm(ir_text):
+    """Optimized object code for this CPU."""
     with _lock:
         tm = _target_machine()
         module = llvm.parse_assembly(ir_text)
@@ -63,9 +61,4 @@ def compile_llvm(ir_text, n_buffers, debug=False):
         module.verify()
         builder = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
         builder.getModulePassManager().run(module, builder)
-        code = tm.emit_object(module)
-        engine = llvm.create_mcjit_compiler(module, tm)
-        engine.finalize_object()
-        address = engine.get_function_address("dloop_kernel")
-        asm = str(module) if debug else None
-        return CompiledKernel(engine, address, n_buffers, asm), code
+        return tm.emit_object(module)

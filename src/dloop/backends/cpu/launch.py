@@ -6,11 +6,9 @@ import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ... import __version__
 from ...config import config
 from ...kernel import kir
-from ...runtime import cache
-from ..base import Backend
+from ..base import Backend, HostMemory
 from .compile import cache_identity, compile_llvm, load_object
 from .render import render
 
@@ -21,7 +19,7 @@ _MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
 
 
-class CpuBackend(Backend):
+class CpuBackend(HostMemory, Backend):
     name = "cpu"
 
     def __init__(self):
@@ -29,31 +27,20 @@ class CpuBackend(Backend):
         self._pool = None
         self._workers = 0
 
-    def compile(self, kernel, sizing=""):
-        """Memory cache, then disk cache, then LLVM. `sizing` (the printed capacity
-        expressions of the launch) is stored with the code and must match on a hit."""
-        text = str(kernel)
-        artifact = self._cache.get(text)
-        if artifact is None:
-            k = cache.key("cpu", __version__, text, sizing, *cache_identity())
-            meta = {"kernel": text, "sizing": sizing}
-            hit = cache.load(k, meta)
-            if hit is not None:
-                artifact = load_object(hit[0], len(kernel.buffers))
-            else:
-                artifact, code = self._compile(kernel)
-                cache.store(k, code, meta)
-            artifact.min_parallel = 2 * _MIN_CHUNK if self._has_loops(kernel) else \
-                _MIN_PARALLEL_FLAT
-            self._cache[text] = artifact
+    def render(self, kernel):
+        return render(kernel)
+
+    def build(self, source, kernel):
+        return compile_llvm(source)
+
+    def load(self, binary, source, kernel):
+        artifact = load_object(binary, len(kernel.buffers))
+        artifact.min_parallel = 2 * _MIN_CHUNK if self._has_loops(kernel) else \
+            _MIN_PARALLEL_FLAT
         return artifact
 
-    def _compile(self, kernel):
-        text = render(kernel)
-        if config.debug:
-            print(f"dloop: kernel IR\n{kernel}\ndloop: LLVM IR\n{text}")
-        self.compile_count += 1
-        return compile_llvm(text, len(kernel.buffers))
+    def cache_identity(self):
+        return cache_identity()
 
     @staticmethod
     def _has_loops(kernel):

@@ -6,17 +6,10 @@ import numpy as np
 
 from ...ir.semantics import evaluate
 from ...kernel import kir
-from ..base import Backend
 
 
-class InterpretBackend(Backend):
-    name = "interpret"
-
-    def _compile(self, kernel):
-        return kernel
-
-    def launch(self, kernel, n_threads, buffers):
-        _Thread(kernel, n_threads, buffers).run()
+def run_kernel(kernel, n_threads, buffers):
+    _Thread(kernel, n_threads, buffers).run()
 
 
 class _Thread:

@@ -1,0 +1,122 @@
+"""The compile stage: a scheduled program becomes an Executable for one backend, once.
+
+Every kernel step is lowered to kernel IR, legalized for the backend's caps, verified and
+compiled; its capacity expressions are derived; a counting kernel is built where a loop has
+none. Collective loops' body programs are scheduled and compiled the same way, recursively.
+After this the runtime only sizes, binds, launches and checks. With config.debug, each stage
+prints what it made and how long it took."""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..adstack import capacity
+from ..config import config
+from ..ir import prims
+from ..kernel.lower import lower_group
+from ..kernel.schedule import HostStep, schedule
+from ..kernel.verify import check_kernel
+
+
+@dataclass
+class Nest:
+    token: object          # the tape output Var
+    exprs: dict            # loop_id -> capacity Expr, or None where trips are counted
+    infos: dict            # loop_id -> LoopInfo
+
+
+@dataclass
+class CompiledKernel:
+    kernel: object         # the kernel IR the backend compiled
+    artifact: object
+
+
+@dataclass
+class KernelPlan:
+    step: object
+    main: CompiledKernel
+    nests: list
+    counting: CompiledKernel = None          # counts trips of the loops without expressions
+    external_tokens: list = field(default_factory=list)
+    vars: dict = field(default_factory=dict)
+    n_threads: int = 0
+
+
+@dataclass
+class Executable:
+    program: object
+    backend: object
+    kernels: dict          # id(step) -> KernelPlan
+    bodies: dict           # id(collective op) -> {"body" | "cond" | "vjp": Executable}
+
+
+def compile_program(program, backend, timings=None):
+    timings = {} if timings is None else timings
+    kernels, bodies = {}, {}
+    for step in program.steps:
+        if isinstance(step, HostStep):
+            if step.op.prim.kind == "collective":
+                bodies[id(step.op)] = _compile_bodies(step.op, backend, timings)
+        else:
+            kernels[id(step)] = _plan(step, backend, timings)
+    if config.debug and timings:
+        print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
+                                                  for k, v in timings.items()))
+    return Executable(program, backend, kernels, bodies)
+
+
+def _compile_bodies(op, backend, timings):
+    info = op.params["info"]
+    graphs = {"body": info.body}
+    if info.kind == "while":
+        graphs["cond"] = info.cond
+    if op.prim is prims.cloop_bwd_p:
+        graphs = {"vjp": op.params["body_vjp"].graph}
+    return {name: compile_program(_timed(timings, "schedule", schedule, graph, {}), backend,
+                                  timings)
+            for name, graph in graphs.items()}
+
+
+def _timed(timings, stage, fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+    return out
+
+
+def _kernel(backend, timings, kernel):
+    check_kernel(kernel)
+    if config.debug:
+        print(f"dloop: kernel IR\n{kernel}")
+    return CompiledKernel(kernel, _timed(timings, backend.name, backend.compile, kernel))
+
+
+def _plan(step, backend, timings):
+    kernel = _timed(timings, "lower", lower_group, step.name, step.ops, step.inputs,
+                    step.outputs, step.shape)
+    known = set(step.inputs)
+    nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
+                  capacity.nest_infos(op.params["info"]))
+             for op in step.ops if op.prim is prims.loop_tape_p]
+    made = {o for op in step.ops for o in op.outputs}
+    plan = KernelPlan(
+        step, _kernel(backend, timings, kernel), nests,
+        external_tokens=[op.inputs[0] for op in step.ops
+                         if op.prim is prims.loop_bwd_p and op.inputs[0] not in made],
+        vars={v.id: v for v in step.inputs + step.outputs},
+        n_threads=int(np.prod(step.shape, dtype=np.int64)))
+    to_count = tuple(sorted(loop_id for nest in nests for loop_id, e in nest.exprs.items()
+                            if e is None))
+    if to_count:
+        counting = _timed(timings, "lower", lower_group, step.name + "_count", step.ops,
+                          step.inputs, [], step.shape, count_loops=to_count)
+        plan.counting = _kernel(backend, timings, counting)
+    return plan
+
+
+def _launch_known(exprs, known):
+    """Expressions may read only arrays that exist when the kernel starts (its inputs);
+    a loop whose expression reads a value made inside the kernel is counted instead."""
+    return {loop_id: e if e is not None and e.vars() <= known else None
+            for loop_id, e in exprs.items()}
