@@ -13,6 +13,9 @@ mutable state, and each has a fixed meaning every backend implements the same wa
 * Fault(slot, v): faults[0] = 1; faults[1 + slot] = max(faults[1 + slot], v) (atomically).
 * CountMax(c, v): counter c = max(counter c, v); counters start at 0 and are stored to
   counts[c * n_threads + tid] when the thread ends.
+
+Every statement carries `src`, the user's file:line it was lowered from (or None), so that
+renderers can point debug information (#line, OpLine) at the user's code.
 """
 
 import itertools
@@ -49,6 +52,7 @@ class Assign:
     out: KVar
     op: str
     args: tuple
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Load:
     out: KVar
     buf: int
     index: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -63,6 +68,7 @@ class Store:
     buf: int
     index: object
     value: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -72,6 +78,7 @@ class AtomicAdd:
     buf: int
     index: object
     value: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -86,6 +93,7 @@ class For:
     body: list
     yields: list
     outs: list
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -98,6 +106,7 @@ class While:
     body: list
     yields: list
     outs: list
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
@@ -105,36 +114,42 @@ class If:
     """Effects only (faults): no values flow out."""
     cond: object
     body: list
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
 class StackInit:
     stack: int
     depth: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
 class Push:
     stack: int
     value: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
 class Pop:
     out: KVar
     stack: int
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
 class Fault:
     slot: int
     value: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass
 class CountMax:
     counter: int
     value: object
+    src: object = None     # the user's file:line this statement comes from
 
 
 @dataclass(frozen=True)

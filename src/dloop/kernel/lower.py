@@ -39,10 +39,20 @@ class KernelBuilder:
         # records the largest trip count of each listed loop.
         self.counting = count_loops is not None
         self.count_loops = set(count_loops or ())
+        self.src = None           # the user's line of the op being lowered
 
     # -- statements --
     def emit(self, stmt):
+        if stmt.src is None:
+            stmt.src = self.src
         self.blocks[-1].append(stmt)
+
+    def lower_op(self, op, ins):
+        outer, self.src = self.src, op.src or self.src
+        try:
+            return LOWERINGS[op.prim](self, op, ins)
+        finally:
+            self.src = outer
 
     def assign(self, op, args, dtype):
         out = kir.KVar(dtype)
@@ -117,7 +127,7 @@ def lower_graph(kb, graph, args):
     env = dict(safe_zip(graph.inputs, args))
     for op in graph.ops:
         ins = [read(kb, env, x) for x in op.inputs]
-        outs = LOWERINGS[op.prim](kb, op, ins)
+        outs = kb.lower_op(op, ins)
         env.update(safe_zip(op.outputs, outs))
     return [read(kb, env, x) for x in graph.outputs]
 
@@ -329,7 +339,7 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
     for op in ops:
         ins = [tables[x] if table_operand(op, pos) else read(kb, env, x)
                for pos, x in enumerate(op.inputs)]
-        env.update(safe_zip(op.outputs, LOWERINGS[op.prim](kb, op, ins)))
+        env.update(safe_zip(op.outputs, kb.lower_op(op, ins)))
     if count_loops is None:
         for v in outputs:
             if isinstance(env[v], Accumulated):

@@ -44,42 +44,49 @@ def format_kernel(kernel):
 
 
 def _block(stmts, lines, depth, n):
-    pad = "  " * depth
     for s in stmts:
-        if isinstance(s, kir.Assign):
-            lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = {s.op}("
-                         f"{', '.join(n.v(a) for a in s.args)})")
-        elif isinstance(s, kir.Load):
-            lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = buf{s.buf}[{n.v(s.index)}]")
-        elif isinstance(s, kir.Store):
-            lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] = {n.v(s.value)}")
-        elif isinstance(s, kir.AtomicAdd):
-            lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] += {n.v(s.value)} (atomic)")
-        elif isinstance(s, kir.For):
-            order = "reversed" if s.reverse else "range"
-            head = (f"for {n.v(s.index)} in {order}({n.v(s.lo)}, {n.v(s.hi)}) carry "
-                    f"{n.vs(s.carries)} = {n.vs(s.inits)}:")
-            lines.append(f"{pad}{head}")
-            _block(s.body, lines, depth + 1, n)
-            lines.append(f"{pad}  yield {n.vs(s.yields)} -> {n.vs(s.outs)}")
-        elif isinstance(s, kir.While):
-            lines.append(f"{pad}while carry {n.vs(s.carries)} = {n.vs(s.inits)}:")
-            _block(s.cond_body, lines, depth + 1, n)
-            lines.append(f"{pad}  cond {n.v(s.cond)} do:")
-            _block(s.body, lines, depth + 1, n)
-            lines.append(f"{pad}  yield {n.vs(s.yields)} -> {n.vs(s.outs)}")
-        elif isinstance(s, kir.If):
-            lines.append(f"{pad}if {n.v(s.cond)}:")
-            _block(s.body, lines, depth + 1, n)
-        elif isinstance(s, kir.Pop):
-            lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = pop stack{s.stack}")
-        elif isinstance(s, kir.Push):
-            lines.append(f"{pad}push stack{s.stack} {n.v(s.value)}")
-        elif isinstance(s, kir.StackInit):
-            lines.append(f"{pad}stackinit stack{s.stack} depth={n.v(s.depth)}")
-        elif isinstance(s, kir.Fault):
-            lines.append(f"{pad}fault slot{s.slot} {n.v(s.value)}")
-        elif isinstance(s, kir.CountMax):
-            lines.append(f"{pad}countmax counter{s.counter} {n.v(s.value)}")
-        else:
-            raise TypeError(f"unknown kernel IR statement {type(s).__name__}")
+        first = len(lines)
+        _statement(s, lines, depth, n)
+        if s.src:                       # on the statement's first line (a loop's header)
+            lines[first] += f"  @ {s.src}"
+
+
+def _statement(s, lines, depth, n):
+    pad = "  " * depth
+    if isinstance(s, kir.Assign):
+        lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = {s.op}("
+                     f"{', '.join(n.v(a) for a in s.args)})")
+    elif isinstance(s, kir.Load):
+        lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = buf{s.buf}[{n.v(s.index)}]")
+    elif isinstance(s, kir.Store):
+        lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] = {n.v(s.value)}")
+    elif isinstance(s, kir.AtomicAdd):
+        lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] += {n.v(s.value)} (atomic)")
+    elif isinstance(s, kir.For):
+        order = "reversed" if s.reverse else "range"
+        head = (f"for {n.v(s.index)} in {order}({n.v(s.lo)}, {n.v(s.hi)}) carry "
+                f"{n.vs(s.carries)} = {n.vs(s.inits)}:")
+        lines.append(f"{pad}{head}")
+        _block(s.body, lines, depth + 1, n)
+        lines.append(f"{pad}  yield {n.vs(s.yields)} -> {n.vs(s.outs)}")
+    elif isinstance(s, kir.While):
+        lines.append(f"{pad}while carry {n.vs(s.carries)} = {n.vs(s.inits)}:")
+        _block(s.cond_body, lines, depth + 1, n)
+        lines.append(f"{pad}  cond {n.v(s.cond)} do:")
+        _block(s.body, lines, depth + 1, n)
+        lines.append(f"{pad}  yield {n.vs(s.yields)} -> {n.vs(s.outs)}")
+    elif isinstance(s, kir.If):
+        lines.append(f"{pad}if {n.v(s.cond)}:")
+        _block(s.body, lines, depth + 1, n)
+    elif isinstance(s, kir.Pop):
+        lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = pop stack{s.stack}")
+    elif isinstance(s, kir.Push):
+        lines.append(f"{pad}push stack{s.stack} {n.v(s.value)}")
+    elif isinstance(s, kir.StackInit):
+        lines.append(f"{pad}stackinit stack{s.stack} depth={n.v(s.depth)}")
+    elif isinstance(s, kir.Fault):
+        lines.append(f"{pad}fault slot{s.slot} {n.v(s.value)}")
+    elif isinstance(s, kir.CountMax):
+        lines.append(f"{pad}countmax counter{s.counter} {n.v(s.value)}")
+    else:
+        raise TypeError(f"unknown kernel IR statement {type(s).__name__}")

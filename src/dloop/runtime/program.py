@@ -19,6 +19,11 @@ from ..kernel.schedule import HostStep, schedule
 from ..kernel.verify import check_kernel
 
 
+# Called with every kernel before it is compiled: tests use it to put each kernel through
+# a renderer whose device is absent (CUDA C through NVRTC on a machine without a GPU).
+KERNEL_HOOKS = []
+
+
 @dataclass
 class Nest:
     token: object          # the tape output Var
@@ -87,6 +92,8 @@ def _timed(timings, stage, fn, *args, **kwargs):
 
 def _kernel(backend, timings, kernel):
     check_kernel(kernel)
+    for hook in KERNEL_HOOKS:
+        hook(kernel)
     if config.debug:
         print(f"dloop: kernel IR\n{kernel}")
     return CompiledKernel(kernel, _timed(timings, backend.name, backend.compile, kernel))
