@@ -8,10 +8,6 @@ import array_api_compat
 import numpy as np
 
 from . import libraries, pytree
-from .ad import collective as _collective_rules  # noqa: F401  (registers the VJP)
-from .ad import loops as _loop_rules  # noqa: F401  (registers the loop VJP)
-from .ad import rules as _rules  # noqa: F401  (registers the primitive VJPs)
-from .ad import rules_arrays as _array_rules  # noqa: F401
 from .ad.vjp import vjp_graph
 from .backends.base import get_backend
 from .config import config
@@ -22,7 +18,6 @@ from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
 from .runtime.program import compile_program
-from .trace import arrays as _arrays  # noqa: F401  (installs @ and .mT on tracers)
 from .trace.source import user_location
 from .trace.tracer import Builder, Tracer
 

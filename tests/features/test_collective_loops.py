@@ -2,6 +2,7 @@
 against NumPy loops, gradients against finite differences and closed forms."""
 
 import numpy as np
+import pytest
 
 import dloop as dl
 from helpers import assert_close, finite_difference
@@ -180,3 +181,22 @@ def test_nested_pytree_carry_with_none_and_namedtuple(backend):
         return out.pos.sum()
 
     assert_close(dl.grad(f)(x), np.full(2, 0.125), rtol=1e-12)
+
+
+def _heat_loss(x, steps):
+    return dl.fori_loop(0, steps, lambda i, v: np.roll(v, 1) * 0.5 + v * 0.1, x).sum()
+
+
+def test_collective_tape_too_large_is_refused_up_front(backend):
+    with pytest.raises(dl.DloopMemoryError, match="max_adstack_bytes") as e:
+        dl.grad(_heat_loss)(np.ones(4), np.int64(2 ** 62))
+    assert __file__ in str(e.value)
+    np.testing.assert_allclose(dl.grad(_heat_loss)(np.ones(4), np.int64(3)), 0.6 ** 3)
+
+
+def test_fixed_capacity_applies_to_collective_tapes(backend):
+    dl.config.update("adstack_capacity", 3)
+    with pytest.raises(dl.AdstackOverflowError, match="at least 5") as e:
+        dl.grad(_heat_loss)(np.ones(4), np.int64(5))
+    assert __file__ in str(e.value)
+    np.testing.assert_allclose(dl.grad(_heat_loss)(np.ones(4), np.int64(3)), 0.6 ** 3)

@@ -5,7 +5,7 @@ then the backward ops in reverse order. Inputs: g's inputs, then one cotangent p
 output. Outputs: g's outputs, then one gradient per requested input."""
 
 from ..errors import DloopNotImplementedError
-from ..ir.graph import Graph, Var
+from ..ir.graph import Graph, Var, safe_zip
 from .emit import Emitter, is_float
 
 VJP_RULES = {}        # prim -> rule(em, op, out_bars, active_inputs) -> in_bars
@@ -51,7 +51,7 @@ def vjp_graph(graph, wrt_indices, context="top", effect_indices=()):
         em.src = op.src
         kwargs = {"state": state} if op.prim in FORWARD_RULES else {}
         in_bars = rule(em, op, out_bars, needs, context=context, **kwargs)
-        for x, g, need in zip(op.inputs, in_bars, needs):
+        for x, g, need in safe_zip(op.inputs, in_bars, needs):
             if need and g is not None:
                 _accumulate(em, bars, x, g)
     grads = [bars.get(v) if v in active else None for v in wrt]

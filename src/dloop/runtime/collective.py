@@ -6,6 +6,8 @@ holds them by name."""
 
 import numpy as np
 
+from ..config import config
+from ..errors import AdstackOverflowError, DloopMemoryError
 from ..ir import prims
 
 RUNNERS = {}
@@ -50,8 +52,14 @@ def run_cloop_tape(execution, bodies, op, value):
     lease = execution.heap_lease()
     tape = CollectiveTape(lease)
     be, heap = execution.backend, execution.heap
+    step_bytes = sum(int(np.prod(np.shape(c), dtype=object)) * np.dtype(c.dtype).itemsize
+                     for c in carries)
+    if info.kind == "fori":
+        lo, hi = (int(be.to_numpy(execution.host(b))) for b in bounds)
+        _check_tape(max(hi - lo, 0), step_bytes, info)
 
     def save(i, cs):
+        _check_tape(tape.trips + 1, step_bytes, info)
         saved = []
         for c in cs:
             c = execution.host(c)
@@ -64,6 +72,25 @@ def run_cloop_tape(execution, bodies, op, value):
 
     outs = _iterations(execution, bodies, info, bounds, list(carries), list(invs), save)
     return outs + [tape]
+
+
+def _check_tape(trips, step_bytes, info):
+    """Refuse a tape before it is written: a fixed adstack_capacity applies to collective
+    tapes as to per-element stacks, and a tape larger than max_adstack_bytes is refused up
+    front (exact integer arithmetic), not after hours of steps."""
+    capacity = config.adstack_capacity
+    if capacity is not None and trips > capacity:
+        raise AdstackOverflowError(
+            f"adstack overflow in this loop: its tape holds at most {capacity} steps "
+            f"(adstack_capacity), but the loop runs {trips} or more; the gradient was not "
+            f"computed. To fix: raise dloop.config.adstack_capacity to at least {trips}, or set "
+            "it to None so that dloop sizes every tape exactly", info.src)
+    if trips * step_bytes > config.max_adstack_bytes:
+        raise DloopMemoryError(
+            f"the tape of this loop needs {trips:,} steps x {step_bytes:,} bytes = "
+            f"{trips * step_bytes:,} bytes, more than max_adstack_bytes = "
+            f"{config.max_adstack_bytes:,}. Fewer steps or smaller carries reduce it; raise "
+            "dloop.config.max_adstack_bytes if the memory is there", info.src)
 
 
 def run_cloop_bwd(execution, bodies, op, value):
