@@ -3,10 +3,9 @@ and can be changed at run time with `dloop.config.update(name, value)`."""
 
 import os
 
+from .backends import TABLE as _BACKENDS
 from .errors import DloopValueError
 from .trace.source import user_location
-
-_BACKENDS = ("cpu", "interpret")
 
 
 def _parse_capacity(text):

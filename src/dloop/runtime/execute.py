@@ -12,6 +12,7 @@ import numpy as np
 from ..adstack import capacity
 from ..adstack.layout import loop_layout
 from ..config import config
+from ..errors import DloopValueError
 from ..ir.graph import Lit
 from ..kernel.schedule import HostStep
 from . import faults as fault_check
@@ -116,6 +117,7 @@ class Execution:
             layouts.update(self._size_nests(plan, env, n))
         buffers = self._bind(kernel, plan, env, outs, layouts, None) if n else None
         if n:
+            self._check_index_width(plan, n, layouts)
             be.launch(plan.main.artifact, n, buffers)
             self._collect(kernel, buffers, layouts)
         for var_id, buf in kernel.accum_outputs.items():
@@ -124,6 +126,21 @@ class Execution:
                 be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease) if v.aval.is_tape else arr
+
+    def _check_index_width(self, plan, n, layouts):
+        """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
+        whose thread count, array sizes or adstack offsets would not fit."""
+        if self.backend.caps.index64:
+            return
+        sizes = [n] + [int(np.prod(v.aval.shape, dtype=object)) for v in plan.vars.values()]
+        for layout in layouts.values():
+            sizes += [r.nbytes // r.dtype.itemsize for r in layout.regions.values()]
+        if max(sizes) >= 2 ** 31:
+            raise DloopValueError(
+                f"this launch needs offsets up to {max(sizes):,}, but the {self.backend.name} "
+                "device has no 64-bit integers, so kernels index with 32 bits (at most "
+                "2,147,483,647). Fewer elements or shorter loops per call fit it",
+                next((st.src for st in plan.main.kernel.body if st.src), None))
 
     def _collect(self, kernel, buffers, layouts):
         if kernel.faults:
