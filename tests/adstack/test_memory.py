@@ -176,3 +176,14 @@ def test_threads_have_their_own_heaps(backend):
     for t in threads:
         t.join()
     assert wrong == []
+
+
+def test_offsets_beyond_32_bits_are_refused_without_64_bit_integers(backend):
+    from dloop.backends.base import get_backend
+    if get_backend(backend).caps.index64:
+        pytest.skip(f"{backend} indexes with 64 bits")
+    n = np.array([2 ** 31])
+    with pytest.raises(dl.DloopValueError, match="32 bits") as e:
+        dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.5, x).sum())(np.ones(1))
+    assert __file__ in str(e.value)
+    assert np.isfinite(_grad(np.ones(10), 5)).all()

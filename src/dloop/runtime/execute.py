@@ -117,7 +117,8 @@ class Execution:
             layouts.update(self._size_nests(plan, env, n))
         buffers = self._bind(kernel, plan, env, outs, layouts, None) if n else None
         if n:
-            self._check_index_width(plan, n, layouts)
+            self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
+                                                 for v in plan.vars.values()])
             be.launch(plan.main.artifact, n, buffers)
             self._collect(kernel, buffers, layouts)
         for var_id, buf in kernel.accum_outputs.items():
@@ -127,14 +128,12 @@ class Execution:
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease) if v.aval.is_tape else arr
 
-    def _check_index_width(self, plan, n, layouts):
+    def _check_index_width(self, plan, sizes):
         """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
-        whose thread count, array sizes or adstack offsets would not fit."""
+        whose thread count, array sizes or adstack offsets would not fit, before anything is
+        allocated for it."""
         if self.backend.caps.index64:
             return
-        sizes = [n] + [int(np.prod(v.aval.shape, dtype=object)) for v in plan.vars.values()]
-        for layout in layouts.values():
-            sizes += [r.nbytes // r.dtype.itemsize for r in layout.regions.values()]
         if max(sizes) >= 2 ** 31:
             raise DloopValueError(
                 f"this launch needs offsets up to {max(sizes):,}, but the {self.backend.name} "
@@ -165,6 +164,7 @@ class Execution:
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
                 layout = loop_layout(info, caps[loop_id])
+                self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
                 layouts[loop_id] = DeviceLayout(layout, regions, self.backend)
