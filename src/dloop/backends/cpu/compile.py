@@ -1,10 +1,12 @@
 """STAGE 5 — cpu: LLVM IR text -> optimized machine code for this CPU, JIT-loaded."""
 
 import ctypes
+import ctypes.util
 import threading
 from importlib import resources
 
 import llvmlite.binding as llvm
+import numpy as np
 
 _lock = threading.Lock()
 _state = {}
@@ -21,6 +23,14 @@ def _target_machine():
         _state["native"] = resources.files("dloop").joinpath(
             "_native/cpu/adstack.ll").read_text()
         _state["engines"] = []
+        # Kernels may call glibc's vector math; objects loaded from the disk cache need its
+        # symbols resolved before they are linked.
+        name = ctypes.util.find_library("mvec")
+        try:
+            llvm.load_library_permanently(name)
+            _state["mvec"] = True
+        except (TypeError, OSError, RuntimeError):
+            _state["mvec"] = False
     return _state["tm"]
 
 
@@ -31,6 +41,31 @@ class CompiledKernel:
         self.engine = engine            # keeps the machine code alive
         self.call = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 3 +
                                              [ctypes.c_void_p] * n_buffers))(address)
+
+
+def vector_width():
+    """Lanes of 64 bits in the host's widest vector registers."""
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 8
+    return 4 if features.get("avx2") else 2
+
+
+def vector_math(width):
+    """The libmvec symbols this process can call at `width` lanes (64-bit lanes, and 32-bit
+    lanes at the same lane count), loading glibc's libmvec if it is there."""
+    _target_machine()
+    found = set()
+    if not _state["mvec"]:
+        return frozenset()
+    from .vector_ops import TRANSCENDENTALS, mvec_name
+    for fname in TRANSCENDENTALS:
+        arity = 2 if fname in ("pow", "atan2") else 1
+        for dtype in (np.float64, np.float32):
+            symbol = mvec_name(fname, dtype, width, arity)
+            if symbol and llvm.address_of_symbol(symbol):
+                found.add(symbol)
+    return frozenset(found)
 
 
 def cache_identity():

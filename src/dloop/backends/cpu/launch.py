@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ...config import config
 from ...kernel import kir
 from ..base import Backend, HostMemory
-from .compile import cache_identity, compile_llvm, load_object
+from . import simd
+from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
 from .render import render
 
 _MIN_CHUNK = 256
@@ -20,7 +21,10 @@ _CORES = os.cpu_count() or 1
 
 
 class CpuBackend(HostMemory, Backend):
+    """Kernels with loops run W elements per instruction (simd.py: lanes = elements); kernels
+    without loops use the scalar renderer, whose thread loop LLVM vectorizes by itself."""
     name = "cpu"
+    simd = True
 
     def __init__(self):
         super().__init__()
@@ -28,6 +32,9 @@ class CpuBackend(HostMemory, Backend):
         self._workers = 0
 
     def render(self, kernel):
+        if self.simd and self._has_loops(kernel):
+            width = vector_width()
+            return simd.render(kernel, width, vector_math(width))
         return render(kernel)
 
     def build(self, source, kernel):
@@ -40,7 +47,7 @@ class CpuBackend(HostMemory, Backend):
         return artifact
 
     def cache_identity(self):
-        return cache_identity()
+        return cache_identity() + (self.simd,)
 
     @staticmethod
     def _has_loops(kernel):
@@ -77,3 +84,9 @@ class CpuBackend(HostMemory, Backend):
         work()
         for f in futures:
             f.result()
+
+
+class CpuScalarBackend(CpuBackend):
+    """The CPU backend with one element per thread in every kernel."""
+    name = "cpu-scalar"
+    simd = False

@@ -1,0 +1,359 @@
+"""STAGE 5 — cpu: kernel IR -> LLVM vector IR, one element per lane (the SIMD renderer).
+
+One call runs threads [start, end) in groups of W (the host's vector width for 64-bit lanes):
+every kernel value is a <W x T> vector, and a mask says which lanes run the statement at hand.
+A loop runs while any lane is live; a finished lane keeps its carries and pushes nothing.
+Loads and stores at the element's own index are masked vector loads and stores, other indices
+gathers and scatters; each lane's adstack lives in its own slice of the compact layout, so
+push and pop scatter and gather at per-lane offsets. Faults reduce the lanes that fault into
+one flag update. Transcendentals call glibc's vector math (libmvec) where it has the function,
+else the scalar C library lane by lane. Same signature as the scalar renderer (render.py):
+    void dloop_kernel(i64 start, i64 end, i64 n_threads, ptr noalias buf0, ...)"""
+
+import numpy as np
+from llvmlite import ir
+
+from ...kernel import kir
+from . import vector_ops
+from .types import I1, I8, I32, I64, PTR, VOID, llvm_type, storage_type
+
+
+def vec(scalar, width):
+    return ir.VectorType(scalar, width)
+
+
+def splat(ty, value):
+    return ir.Constant(ty, [value] * ty.count)
+
+
+class SimdRenderer:
+    def __init__(self, kernel, width, mvec):
+        self.kernel, self.W, self.mvec = kernel, width, mvec
+        self.module = ir.Module("dloop")
+        n_buf = len(kernel.buffers)
+        fnty = ir.FunctionType(VOID, [I64, I64, I64] + [PTR] * n_buf)
+        self.fn = ir.Function(self.module, fnty, "dloop_kernel")
+        for arg in self.fn.args[3:]:
+            arg.add_attribute("noalias")
+        self.bufs = self.fn.args[3:]
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.env = {}
+        self._functions = {}
+        self.mask = None
+
+    # -- types and helpers --
+    def vt(self, dtype):
+        return vec(llvm_type(dtype), self.W)
+
+    def function(self, name, ret, args):
+        if name not in self._functions:
+            self._functions[name] = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return self._functions[name]
+
+    def any(self, mask):
+        fn = self.function(f"llvm.vector.reduce.or.v{self.W}i1", I1, [mask.type])
+        return self.b.call(fn, [mask])
+
+    def reduce_max(self, v):
+        fn = self.function(f"llvm.vector.reduce.smax.v{self.W}i64", I64, [v.type])
+        return self.b.call(fn, [v])
+
+    def when(self, cond, emit_body):
+        """if cond (an i1): emit_body()."""
+        then = self.fn.append_basic_block("when")
+        merge = self.fn.append_basic_block("when.end")
+        self.b.cbranch(cond, then, merge)
+        self.b.position_at_end(then)
+        emit_body()
+        self.b.branch(merge)
+        self.b.position_at_end(merge)
+
+    def val(self, x):
+        if isinstance(x, kir.Const):
+            value = int(x.value) if x.dtype == bool else x.value
+            return splat(self.vt(x.dtype), value)
+        return self.env[x]
+
+    # -- memory --
+    def _pointers(self, buf, index, elem):
+        """<W x ptr> to buf[index] per lane (llvmlite types a vector GEP as one pointer)."""
+        ptrs = self.b.gep(self.bufs[buf], [index], source_etype=elem)
+        ptrs.type = vec(PTR, self.W)
+        return ptrs
+
+    def _contiguous(self, index):
+        return index is self.kernel.tid
+
+    def load_vec(self, buf, index_var, dtype, mask):
+        elem = storage_type(dtype)
+        vt = vec(elem, self.W)
+        zero = ir.Constant(vt, None)
+        align = I32(np.dtype(dtype).itemsize)
+        if self._contiguous(index_var):
+            ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=elem)
+            fn = self.function(f"llvm.masked.load.{vector_ops.suffix(vt)}.p0", vt, [PTR, I32, mask.type, vt])
+            v = self.b.call(fn, [ptr, align, mask, zero])
+        else:
+            ptrs = self._pointers(buf, self.val(index_var), elem)
+            fn = self.function(f"llvm.masked.gather.{vector_ops.suffix(vt)}.v{self.W}p0", vt,
+                               [ptrs.type, I32, mask.type, vt])
+            v = self.b.call(fn, [ptrs, align, mask, zero])
+        return self.b.icmp_unsigned("!=", v, zero) if np.dtype(dtype) == bool else v
+
+    def store_vec(self, buf, index_var, value, dtype, mask):
+        if np.dtype(dtype) == bool:
+            value = self.b.zext(value, vec(I8, self.W))
+        align = I32(np.dtype(dtype).itemsize)
+        if self._contiguous(index_var):
+            ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=storage_type(dtype))
+            fn = self.function(f"llvm.masked.store.{vector_ops.suffix(value.type)}.p0", VOID,
+                               [value.type, PTR, I32, mask.type])
+            self.b.call(fn, [value, ptr, align, mask])
+        else:
+            self.scatter(self._pointers(buf, self.val(index_var), storage_type(dtype)), value,
+                         align, mask)
+
+    def scatter(self, ptrs, value, align, mask):
+        fn = self.function(f"llvm.masked.scatter.{vector_ops.suffix(value.type)}.v{self.W}p0", VOID,
+                           [value.type, ptrs.type, I32, mask.type])
+        self.b.call(fn, [value, ptrs, align, mask])
+
+    def gather(self, ptrs, vt, align, mask):
+        fn = self.function(f"llvm.masked.gather.{vector_ops.suffix(vt)}.v{self.W}p0", vt,
+                           [ptrs.type, I32, mask.type, vt])
+        return self.b.call(fn, [ptrs, align, mask, ir.Constant(vt, None)])
+
+    # -- the kernel --
+    def render(self):
+        b, k, W = self.b, self.kernel, self.W
+        start, end, n_threads = self.fn.args[:3]
+        v64 = vec(I64, W)
+        self.stack_state = [tuple(b.alloca(v64) for _ in range(3)) for _ in k.stacks]
+        self.counter_slots = [b.alloca(v64) for _ in k.counters]
+        self.n_threads = n_threads
+        pre = b.block
+        header = self.fn.append_basic_block("group")
+        body = self.fn.append_basic_block("group.body")
+        done = self.fn.append_basic_block("done")
+        b.branch(header)
+        b.position_at_end(header)
+        group = b.phi(I64)
+        group.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", group, end), body, done)
+        b.position_at_end(body)
+        first = b.insert_element(ir.Constant(v64, None), group, I32(0))
+        tid = b.add(b.shuffle_vector(first, ir.Constant(v64, None), splat(vec(I32, W), 0)),
+                    ir.Constant(v64, list(range(W))))
+        last = b.insert_element(ir.Constant(v64, None), end, I32(0))
+        ends = b.shuffle_vector(last, ir.Constant(v64, None), splat(vec(I32, W), 0))
+        self.mask = b.icmp_signed("<", tid, ends)
+        self.group = group                   # the group's first thread, for vector loads
+        self.env[k.tid] = tid
+        self._thread_start()
+        self.block(k.body)
+        self._thread_end(tid)
+        group.add_incoming(b.add(group, I64(W)), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        b.ret_void()
+        return str(self.module)
+
+    def _thread_start(self):
+        v64 = vec(I64, self.W)
+        for spec, (sp, base, cap) in zip(self.kernel.stacks, self.stack_state):
+            c = self.load_vec(spec.cap, self.kernel.tid, np.int64, self.mask)
+            s = self.load_vec(spec.start, self.kernel.tid, np.int64, self.mask)
+            self.b.store(c, cap)
+            self.b.store(self.b.add(self.b.mul(s, splat(v64, spec.group_size)),
+                                    self.b.mul(c, splat(v64, spec.index))), base)
+            self.b.store(splat(v64, 0), sp)
+        for slot in self.counter_slots:
+            self.b.store(splat(v64, 0), slot)
+
+    def _thread_end(self, tid):
+        if not self.counter_slots:
+            return
+        counts = self.kernel.buffer_index("counts")
+        v64 = vec(I64, self.W)
+        for c, slot in enumerate(self.counter_slots):
+            at = self.b.add(self.b.mul(splat(v64, c), self._splat(self.n_threads)), tid)
+            ptrs = self._pointers(counts, at, I64)
+            self.scatter(ptrs, self.b.load(slot), I32(8), self.mask)
+
+    def _splat(self, scalar):
+        vt = vec(scalar.type, self.W)
+        first = self.b.insert_element(ir.Constant(vt, None), scalar, I32(0))
+        return self.b.shuffle_vector(first, ir.Constant(vt, None), splat(vec(I32, self.W), 0))
+
+    def block(self, stmts):
+        for s in stmts:
+            getattr(self, "do_" + type(s).__name__)(s)
+
+    # -- statements --
+    def do_Assign(self, s):
+        args = [self.val(a) for a in s.args]
+        self.env[s.out] = vector_ops.emit(self, s.op, args, [a.dtype for a in s.args],
+                                          s.out.dtype)
+
+    def do_Load(self, s):
+        self.env[s.out] = self.load_vec(s.buf, s.index, s.out.dtype, self.mask)
+
+    def do_Store(self, s):
+        dtype = self.kernel.buffers[s.buf].dtype
+        self.store_vec(s.buf, s.index, self.val(s.value), dtype, self.mask)
+
+    def do_AtomicAdd(self, s):
+        """Lane by lane: lanes may add to the same element."""
+        dtype = self.kernel.buffers[s.buf].dtype
+        index, value, mask = self.val(s.index), self.val(s.value), self.mask
+        op = "fadd" if np.issubdtype(dtype, np.floating) else "add"
+        for lane in range(self.W):
+            def add(lane=lane):
+                p = self.b.gep(self.bufs[s.buf], [self.b.extract_element(index, I32(lane))],
+                               source_etype=storage_type(dtype))
+                self.b.atomic_rmw(op, p, self.b.extract_element(value, I32(lane)), "monotonic")
+            self.when(self.b.extract_element(mask, I32(lane)), add)
+
+    def _merge(self, active, yields, carries):
+        return [self.b.select(active, self.val(y), c) for y, c in zip(yields, carries)]
+
+    def _phis(self, carries, inits, pre):
+        phis = []
+        for c, init in zip(carries, inits):
+            phi = self.b.phi(self.vt(c.dtype))
+            phi.add_incoming(self.val(init), pre)
+            self.env[c] = phi
+            phis.append(phi)
+        return phis
+
+    def do_For(self, s):
+        b, outer = self.b, self.mask
+        lo, hi = self.val(s.lo), self.val(s.hi)
+        one = splat(lo.type, 1)
+        first = b.sub(hi, one) if s.reverse else lo
+        pre = b.block
+        header, body, done = (self.fn.append_basic_block(n) for n in ("for", "for.body",
+                                                                        "for.end"))
+        b.branch(header)
+        b.position_at_end(header)
+        k = b.phi(lo.type)
+        k.add_incoming(first, pre)
+        phis = self._phis(s.carries, s.inits, pre)
+        inside = b.icmp_signed(">=", k, lo) if s.reverse else b.icmp_signed("<", k, hi)
+        active = b.and_(outer, inside)
+        b.cbranch(self.any(active), body, done)
+        b.position_at_end(body)
+        self.env[s.index] = k
+        self.mask = active
+        self.block(s.body)
+        merged = self._merge(active, s.yields, phis)
+        k.add_incoming(b.sub(k, one) if s.reverse else b.add(k, one), b.block)
+        for phi, m in zip(phis, merged):
+            phi.add_incoming(m, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        self.mask = outer
+        for out, phi in zip(s.outs, phis):
+            self.env[out] = phi
+
+    def do_While(self, s):
+        b, outer = self.b, self.mask
+        pre = b.block
+        header, body, done = (self.fn.append_basic_block(n) for n in ("while", "while.body",
+                                                                        "while.end"))
+        b.branch(header)
+        b.position_at_end(header)
+        phis = self._phis(s.carries, s.inits, pre)
+        live = b.phi(outer.type)
+        live.add_incoming(outer, pre)
+        self.mask = live
+        self.block(s.cond_body)
+        active = b.and_(live, self.val(s.cond))
+        b.cbranch(self.any(active), body, done)
+        b.position_at_end(body)
+        self.mask = active
+        self.block(s.body)
+        merged = self._merge(active, s.yields, phis)
+        for phi, m in zip(phis, merged):
+            phi.add_incoming(m, b.block)
+        live.add_incoming(active, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        self.mask = outer
+        for out, phi in zip(s.outs, phis):
+            self.env[out] = phi
+
+    def do_If(self, s):
+        outer = self.mask
+        inner = self.b.and_(outer, self.val(s.cond))
+
+        def body():
+            self.mask = inner
+            self.block(s.body)
+        self.when(self.any(inner), body)
+        self.mask = outer
+
+    def do_StackInit(self, s):
+        sp = self.stack_state[s.stack][0]
+        self.b.store(self.b.select(self.mask, self.val(s.depth), self.b.load(sp)), sp)
+
+    def _slots(self, k, depth):
+        spec = self.kernel.stacks[k]
+        base = self.b.load(self.stack_state[k][1])
+        return spec, self._pointers(spec.region, self.b.add(base, depth),
+                                    storage_type(spec.dtype))
+
+    def do_Push(self, s):
+        b, mask = self.b, self.mask
+        sp_slot, _, cap_slot = self.stack_state[s.stack]
+        sp, cap = b.load(sp_slot), b.load(cap_slot)
+        fits = b.and_(mask, b.icmp_signed("<", sp, cap))
+        spec, ptrs = self._slots(s.stack, sp)
+        value = self.val(s.value)
+        if spec.dtype == bool:
+            value = b.zext(value, vec(I8, self.W))
+        self.scatter(ptrs, value, I32(spec.dtype.itemsize), fits)
+        over = b.and_(mask, b.not_(fits))
+        attempted = b.add(sp, splat(sp.type, 1))
+        self.when(self.any(over), lambda: self._fault(spec.fault_slot, attempted, over))
+        b.store(b.add(sp, b.zext(mask, sp.type)), sp_slot)
+
+    def do_Pop(self, s):
+        b, mask = self.b, self.mask
+        sp_slot, _, cap_slot = self.stack_state[s.stack]
+        sp = b.load(sp_slot)
+        lowered = b.sub(sp, splat(sp.type, 1))
+        lowered = b.select(b.icmp_signed("<", lowered, splat(sp.type, 0)), splat(sp.type, 0),
+                           lowered)
+        sp = b.select(mask, lowered, sp)
+        b.store(sp, sp_slot)
+        valid = b.and_(mask, b.icmp_signed("<", sp, b.load(cap_slot)))
+        spec, ptrs = self._slots(s.stack, sp)
+        v = self.gather(ptrs, vec(storage_type(spec.dtype), self.W), I32(spec.dtype.itemsize),
+                        valid)
+        self.env[s.out] = b.icmp_unsigned("!=", v, ir.Constant(v.type, None)) \
+            if spec.dtype == bool else v
+
+    def _fault(self, slot, values, mask):
+        b = self.b
+        faults = self.bufs[self.kernel.buffer_index("faults")]
+        worst = self.reduce_max(b.select(mask, values, splat(values.type, 0)))
+        b.atomic_rmw("or", faults, I64(1), "monotonic")
+        b.atomic_rmw("max", b.gep(faults, [I64(1 + slot)], source_etype=I64), worst,
+                     "monotonic")
+
+    def do_Fault(self, s):
+        mask = self.mask
+        value = self.val(s.value)
+        self.when(self.any(mask), lambda: self._fault(s.slot, value, mask))
+
+    def do_CountMax(self, s):
+        b = self.b
+        slot = self.counter_slots[s.counter]
+        old, new = b.load(slot), self.val(s.value)
+        bigger = b.and_(self.mask, b.icmp_signed(">", new, old))
+        b.store(b.select(bigger, new, old), slot)
+
+
+def render(kernel, width, mvec):
+    return SimdRenderer(kernel, width, mvec).render()
