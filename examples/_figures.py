@@ -27,5 +27,5 @@ def save(fig, name):
 
 
 def skipped(name):
-    print(f"matplotlib is not installed (pip install 'dloop[examples]'): {name} not drawn; "
-          "the figures above are its content")
+    print(f"matplotlib is not installed (pip install 'dloop[examples]'): the plot {name} "
+          "was skipped; the numbers above are what it would show")
