@@ -33,7 +33,9 @@ start = {"x": np.zeros(n_balls), "y": np.full(n_balls, 1.0),
          "vx": speed * np.cos(angle), "vy": speed * np.sin(angle),
          "bounces": np.zeros(n_balls, np.int64),
          "rebound": np.zeros(n_balls),     # vertical speed after the last bounce
-         "landings": (np.zeros(n_balls),) * 3}
+         "steps": np.zeros(n_balls, np.int64),
+         "landing0": np.zeros(n_balls), "landing1": np.zeros(n_balls),
+         "landing2": np.zeros(n_balls)}
 
 
 def advance(x, y, vx, vy, k, dt):
@@ -59,13 +61,15 @@ def step(s, k, e):
     vx_c = s["vx"] + frac * (vx - s["vx"])
     rebound = -e * (s["vy"] + frac * (vy - s["vy"]))
     bx, by, bvx, bvy = advance(x_c, 0.0, vx_c, rebound, k, (1.0 - frac) * DT)
-    landings = tuple(np.where(hit & (s["bounces"] == j), x_c, old)
-                     for j, old in enumerate(s["landings"]))
-    return {"x": np.where(hit, bx, x), "y": np.where(hit, np.maximum(by, 0.0), y),
-            "vx": np.where(hit, bvx, vx), "vy": np.where(hit, bvy, vy),
-            "bounces": s["bounces"] + hit,
-            "rebound": np.where(hit, rebound, s["rebound"]),
-            "landings": landings}
+    new = {"x": np.where(hit, bx, x), "y": np.where(hit, np.maximum(by, 0.0), y),
+           "vx": np.where(hit, bvx, vx), "vy": np.where(hit, bvy, vy),
+           "bounces": s["bounces"] + hit,
+           "rebound": np.where(hit, rebound, s["rebound"]),
+           "steps": s["steps"] + 1}
+    for j in range(3):
+        key = f"landing{j}"
+        new[key] = np.where(hit & (s["bounces"] == j), x_c, s[key])
+    return new
 
 
 def flying(s):
@@ -74,13 +78,18 @@ def flying(s):
     return (s["bounces"] < 3) | (s["rebound"] > V_STOP)
 
 
-def landing_points(params):
-    """The first three landing points of every ball, shape (3, n_balls)."""
+def simulate(params):
+    """Every ball's state when it has stopped."""
     k, e = params[0], params[1]
     # Element j of the carry keeps stepping while ball j flies: each ball runs its own
     # number of steps, and reverse mode replays exactly those.
-    end = dl.while_loop(flying, lambda s: step(s, k, e), start)
-    return np.stack(end["landings"])
+    return dl.while_loop(flying, lambda s: step(s, k, e), start)
+
+
+def landing_points(params):
+    """The first three landing points of every ball, shape (3, n_balls)."""
+    end = simulate(params)
+    return np.stack([end["landing0"], end["landing1"], end["landing2"]])
 
 
 observed = dl.jit(landing_points)(TRUE) + NOISE * rng.standard_normal((3, n_balls))
@@ -105,9 +114,7 @@ begin = time.perf_counter()
 fit = minimize(lambda p: tuple(map(np.asarray, value_and_grad(p))), guess, jac=True,
                method="L-BFGS-B", bounds=[(0.0, 20.0), (0.1, 0.95)])
 elapsed = time.perf_counter() - begin
-steps = dl.jit(lambda p: dl.while_loop(lambda s: flying(s[0]),
-                                       lambda s: (step(s[0], p[0], p[1]), s[1] + 1),
-                                       (start, np.zeros(n_balls, np.int64)))[1])(fit.x)
+steps = dl.jit(simulate)(fit.x)["steps"]
 
 print(f"{fit.nfev} evaluations of the misfit and its gradient in {elapsed:.2f} s "
       f"({steps.min()} to {steps.max()} time steps per ball)")
@@ -122,15 +129,12 @@ assert np.all(np.abs(fit.x - TRUE) <= 0.02 * TRUE), "the fit did not recover k a
 
 def trajectory(params, balls):
     """x(t), y(t) of some balls, stepped in plain NumPy with the same step function."""
-    s = {key: (tuple(v[balls] for v in val) if key == "landings" else val[balls])
-         for key, val in start.items()}
+    s = {key: value[balls] for key, value in start.items()}
     path = [(s["x"], s["y"])]
     while np.any(flying(s)):
         moving = flying(s)
         new = step(s, params[0], params[1])
-        s = {key: (tuple(np.where(moving, a, b) for a, b in zip(new[key], s[key]))
-                   if key == "landings" else np.where(moving, new[key], s[key]))
-             for key in s}
+        s = {key: np.where(moving, new[key], s[key]) for key in s}
         path.append((s["x"], s["y"]))
     return np.array(path)        # (time, x or y, ball)
 
@@ -143,7 +147,7 @@ else:
     fig, ax = plt.subplots(figsize=(8, 4))
     for params, style, label in ((guess, ":", "initial guess"), (fit.x, "-", "fitted")):
         path = trajectory(params, balls)
-        for j, ball in enumerate(balls):
+        for j in range(len(balls)):
             ax.plot(path[:, 0, j], path[:, 1, j], style, color=f"C{j}", lw=1,
                     label=label if j == 0 else None)
     for j, ball in enumerate(balls):
