@@ -1,9 +1,18 @@
 """STAGE 5 — cpu: the backend. A thread pool calls the JIT-compiled kernel on chunks of
 threads; ctypes releases the GIL during each call, so every core works. Chunks are small
-enough that elements with long loops do not leave cores idle."""
+enough that elements with long loops do not leave cores idle.
 
+Safety (docs/threads.md): launches from several Python threads share one pool, which is
+replaced under a lock when num_threads changes (the old one finishes what it was given); a
+forked child builds its own pool; Ctrl-C (or any exception) while a launch runs cancels the
+chunks not yet started and waits for the running ones, so no worker touches the launch's
+buffers after launch() has returned or raised."""
+
+import concurrent.futures
 import itertools
 import os
+import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ... import __version__
@@ -11,6 +20,7 @@ from ...config import config
 from ...kernel import kir
 from ...runtime import cache
 from ..base import Backend
+from . import compile as _compile_module
 from .compile import cache_identity, compile_llvm, load_object
 from .render import render
 
@@ -21,6 +31,34 @@ _MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
 
 
+class _Job:
+    """One parallel launch: chunks handed out from a shared counter (next() on
+    itertools.count is atomic under the GIL), so a chunk costs one ctypes call and elements
+    with long loops do not leave a core idle. `cancelled` is checked between chunks."""
+
+    def __init__(self, compiled, n_threads, chunk, addresses):
+        self.compiled, self.n, self.chunk, self.addresses = compiled, n_threads, chunk, addresses
+        self.starts = itertools.count(0, chunk)
+        self.cancelled = False
+
+    def work(self):
+        for start in self.starts:
+            if start >= self.n or self.cancelled:
+                return
+            self.compiled.call(start, min(start + self.chunk, self.n), self.n, *self.addresses)
+
+
+def _wait_out(futures):
+    """Wait until every future has finished, whatever else happens meanwhile: a second
+    Ctrl-C must not let the caller free buffers that a worker still writes."""
+    pending = set(futures)
+    while pending:
+        try:
+            _, pending = concurrent.futures.wait(pending)
+        except KeyboardInterrupt:
+            continue
+
+
 class CpuBackend(Backend):
     name = "cpu"
 
@@ -28,6 +66,17 @@ class CpuBackend(Backend):
         super().__init__()
         self._pool = None
         self._workers = 0
+        self._lock = threading.Lock()
+        this = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: this() and this()._after_fork())
+
+    def _after_fork(self):
+        """The child has none of the parent's worker threads, and a lock some other parent
+        thread held at the fork stays held forever: start over with fresh ones."""
+        self._pool = None
+        self._workers = 0
+        self._lock = threading.Lock()
+        _compile_module._lock = threading.Lock()
 
     def compile(self, kernel, sizing=""):
         """Memory cache, then disk cache, then LLVM. `sizing` (the printed capacity
@@ -39,14 +88,22 @@ class CpuBackend(Backend):
             meta = {"kernel": text, "sizing": sizing}
             hit = cache.load(k, meta)
             if hit is not None:
-                artifact = load_object(hit[0], len(kernel.buffers))
-            else:
+                artifact = self._load(k, hit[0], kernel)
+            if artifact is None:
                 artifact, code = self._compile(kernel)
                 cache.store(k, code, meta)
             artifact.min_parallel = 2 * _MIN_CHUNK if self._has_loops(kernel) else \
                 _MIN_PARALLEL_FLAT
             self._cache[text] = artifact
         return artifact
+
+    @staticmethod
+    def _load(k, code, kernel):
+        try:
+            return load_object(code, len(kernel.buffers))
+        except Exception as e:      # a verified entry the linker still refuses
+            cache.discard(k, f"the JIT linker refused it ({e})")
+            return None
 
     def _compile(self, kernel):
         text = render(kernel)
@@ -60,33 +117,31 @@ class CpuBackend(Backend):
         return any(isinstance(s, (kir.For, kir.While)) for s in kernel.body)
 
     def _executor(self):
+        """(pool, workers), under self._lock. A replaced pool is shut down without waiting:
+        launches that hold it finish the tasks they already submitted."""
         workers = config.num_threads or _CORES
         if self._pool is None or workers != self._workers:
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.shutdown(wait=False)
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dloop")
             self._workers = workers
         return self._pool, workers
 
     def launch(self, compiled, n_threads, buffers):
         addresses = [b.__array_interface__["data"][0] for b in buffers]
-        pool, workers = self._executor()
-        if workers == 1 or n_threads < compiled.min_parallel:
+        if n_threads < compiled.min_parallel:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
-        # One task per worker; each takes chunks from a shared counter until none are left
-        # (next() on itertools.count is atomic under the GIL), so a chunk costs one ctypes
-        # call, and elements with long loops do not leave a core idle.
-        chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
-        starts = itertools.count(0, chunk)
-
-        def work():
-            for start in starts:
-                if start >= n_threads:
-                    return
-                compiled.call(start, min(start + chunk, n_threads), n_threads, *addresses)
-
-        futures = [pool.submit(work) for _ in range(workers - 1)]
-        work()
-        for f in futures:
-            f.result()
+        with self._lock:
+            pool, workers = self._executor()
+            job = _Job(compiled, n_threads, max(_MIN_CHUNK, -(-n_threads // (workers * 16))),
+                       addresses)
+            futures = [pool.submit(job.work) for _ in range(workers - 1)]
+        try:
+            job.work()          # the calling thread takes chunks too
+            for f in futures:
+                f.result()      # interruptible: Ctrl-C arrives here or between chunks
+        except BaseException:
+            job.cancelled = True
+            _wait_out(futures)
+            raise
