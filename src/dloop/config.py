@@ -196,3 +196,5 @@ class _Config:
 
 
 config = _Config()
+# A lock held by another thread at a fork stays held in the child forever.
+os.register_at_fork(after_in_child=lambda: object.__setattr__(config, "_lock", threading.Lock()))
