@@ -7,9 +7,9 @@ over an enclosing loop's range. A loop nested in a body is refilled once per out
 so its capacity is the maximum of its trip count over the outer loop's range (0 when the
 outer loop does not run). Arithmetic saturates at +-2**62 instead of wrapping around, so a
 huge bound (2**62, or -2**63 ... 2**63-1) gives a huge capacity, which the layout refuses
-with DloopMemoryError, never a small wrapped one. Where no expression exists (a while loop, a bound computed from
-the carry), capacities() answers None and the runtime counts trips in a pre-pass instead.
-There is no default size."""
+with DloopMemoryError, never a small wrapped one. Where no expression exists (a while loop,
+a bound computed from the carry), capacities() answers None and the runtime counts trips in
+a pre-pass instead. There is no default size."""
 
 from dataclasses import dataclass
 
