@@ -363,10 +363,15 @@ def _python_scalar(value, dtype, path, fname, src):
     if ok and dtype.kind in "iu":
         ok = np.iinfo(dtype).min <= value <= np.iinfo(dtype).max
     if not ok:
+        kind = "a float" if isinstance(value, float) else "a bool" if isinstance(value, bool) \
+            else "a wider integer"
+        try:
+            became = f"; it would become {np.asarray(value).astype(dtype)!r}"
+        except OverflowError:
+            became = ", which it cannot hold"
         raise DloopTypeError(
             f"{fname} returned the Python {type(value).__name__} {value!r} for {path}, which "
-            f"is {dtype.name}; it would become {np.asarray(value).astype(dtype)!r}. Return a "
-            f"value of dtype {dtype.name}, or make the initial carry a "
-            f"{'float' if isinstance(value, float) else np.asarray(value).dtype.name} array",
+            f"is {dtype.name}{became}. Return a value of dtype {dtype.name}, or make the "
+            f"initial carry {kind} array",
             src)
     return np.asarray(value, dtype=dtype)
