@@ -26,15 +26,21 @@ _LIMIT = float(SATURATED)
 
 def _checked(op, a, b):
     """op(a, b) in int64, saturated at +-2**62 where the exact result would pass it: a float64
-    twin of the computation flags those elements (its rounding is far below the margin)."""
+    twin of the computation flags those elements (its rounding is far below the margin). The
+    operands' magnitudes usually show at once that nothing can pass it."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ma, mb = _magnitude(a), _magnitude(b)
+    if (ma * mb if op is np.multiply else ma + mb) < SATURATED:
+        return op(a, b)
     with np.errstate(over="ignore"):
         exact = op(a, b)
         approx = op(a.astype(np.float64), b.astype(np.float64))
-    if np.all(np.abs(approx) < _LIMIT):
-        return exact
     return np.where(np.abs(approx) < _LIMIT, exact,
                     np.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
+
+
+def _magnitude(x):
+    return max(-int(x.min()), int(x.max()), 0) if x.size else 0
 
 
 def _as_int64(array):
