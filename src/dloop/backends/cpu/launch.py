@@ -8,7 +8,6 @@ forked child builds its own pool; Ctrl-C (or any exception) while a launch runs 
 chunks not yet started and waits for the running ones, so no worker touches the launch's
 buffers after launch() has returned or raised."""
 
-import concurrent.futures
 import itertools
 import os
 import threading
@@ -34,29 +33,50 @@ _CORES = os.cpu_count() or 1
 class _Job:
     """One parallel launch: chunks handed out from a shared counter (next() on
     itertools.count is atomic under the GIL), so a chunk costs one ctypes call and elements
-    with long loops do not leave a core idle. `cancelled` is checked between chunks."""
+    with long loops do not leave a core idle. `cancelled` is checked between chunks.
+
+    Pool workers are counted while they run, so cancel() waits for exactly those, whatever
+    futures the caller did or did not get to keep when Ctrl-C arrived. Only the main thread
+    receives KeyboardInterrupt, so the count kept on worker threads is exact."""
 
     def __init__(self, compiled, n_threads, chunk, addresses):
         self.compiled, self.n, self.chunk, self.addresses = compiled, n_threads, chunk, addresses
         self.starts = itertools.count(0, chunk)
         self.cancelled = False
+        self.running = 0
+        self.idle = threading.Condition()
 
-    def work(self):
+    def chunks(self):
         for start in self.starts:
             if start >= self.n or self.cancelled:
                 return
             self.compiled.call(start, min(start + self.chunk, self.n), self.n, *self.addresses)
 
-
-def _wait_out(futures):
-    """Wait until every future has finished, whatever else happens meanwhile: a second
-    Ctrl-C must not let the caller free buffers that a worker still writes."""
-    pending = set(futures)
-    while pending:
+    def work(self):
+        """A pool worker's share."""
+        with self.idle:
+            if self.cancelled:
+                return
+            self.running += 1
         try:
-            _, pending = concurrent.futures.wait(pending)
-        except KeyboardInterrupt:
-            continue
+            self.chunks()
+        finally:
+            with self.idle:
+                self.running -= 1
+                self.idle.notify_all()
+
+    def cancel(self):
+        """Start no more chunks; return once no worker runs one. A second Ctrl-C meanwhile
+        is absorbed: the caller must not free buffers that a worker still writes."""
+        self.cancelled = True
+        while True:
+            try:
+                with self.idle:
+                    while self.running:
+                        self.idle.wait()
+                return
+            except KeyboardInterrupt:
+                continue
 
 
 class CpuBackend(Backend):
@@ -132,16 +152,19 @@ class CpuBackend(Backend):
         if n_threads < compiled.min_parallel:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
-        with self._lock:
-            pool, workers = self._executor()
-            job = _Job(compiled, n_threads, max(_MIN_CHUNK, -(-n_threads // (workers * 16))),
-                       addresses)
-            futures = [pool.submit(job.work) for _ in range(workers - 1)]
+        job, futures = None, []
         try:
-            job.work()          # the calling thread takes chunks too
+            # Submitting under the lock: no other thread can shut this pool down meanwhile.
+            with self._lock:
+                pool, workers = self._executor()
+                job = _Job(compiled, n_threads,
+                           max(_MIN_CHUNK, -(-n_threads // (workers * 16))), addresses)
+                for _ in range(workers - 1):
+                    futures.append(pool.submit(job.work))
+            job.chunks()        # the calling thread takes chunks too
             for f in futures:
                 f.result()      # interruptible: Ctrl-C arrives here or between chunks
         except BaseException:
-            job.cancelled = True
-            _wait_out(futures)
+            if job is not None:
+                job.cancel()
             raise
