@@ -11,7 +11,7 @@ from . import libraries, pytree
 from .ad.vjp import vjp_graph
 from .backends.base import get_backend
 from .config import config
-from .errors import DloopTypeError, DloopValueError
+from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from .ir.graph import Aval, Graph, Var
 from .ir.printer import canonical_text
 from .ir.verify import check_graph
@@ -19,16 +19,48 @@ from .kernel.schedule import schedule
 from .runtime.execute import Execution
 from .runtime.program import compile_program
 from .trace.source import user_location
-from .trace.tracer import Builder, Tracer
+from .trace.tracer import Builder, Tracer, is_tracing
 
 _last_backend = [None]
+
+
+_DTYPES = ("bool", "int32", "int64", "float32", "float64")
 
 
 def _as_input(x, path, where):
     if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
-        return libraries.to_numpy(x, where)
+        return _supported(libraries.to_numpy(x, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
+
+
+def _supported(array, path, where):
+    """Smaller integer dtypes widen to int64 (every value fits, but uint64's top half)."""
+    dtype = array.dtype
+    if dtype.name in _DTYPES:
+        return array
+    if dtype.kind in "iu" and (dtype != np.uint64 or not array.size or
+                               int(array.max()) < 2 ** 63):
+        return array.astype(np.int64)
+    fix = "convert it with .astype(np.float32) or .astype(np.float64)" if dtype.kind in "fc" \
+        else "convert it to one of these"
+    raise DloopTypeError(f"{path} has dtype {dtype.name}, which dloop does not compute in "
+                         f"(supported: {', '.join(_DTYPES)}, and smaller integers); {fix}",
+                         where)
+
+
+def _check_fun(fun, name, where):
+    if not callable(fun):
+        raise DloopTypeError(f"{name} needs a function as its first argument, got "
+                             f"{type(fun).__name__} {fun!r}", where)
+
+
+def _no_nesting(name, where):
+    if is_tracing():
+        raise DloopNotImplementedError(
+            f"{name} inside a function that dloop is already tracing (grad of grad, or grad / "
+            "vjp inside jit or inside a loop body) is not supported yet: apply it outside, to "
+            "the whole function", where)
 
 
 class _Library:
@@ -109,19 +141,32 @@ def run_eagerly(thunk, operands):
 
 
 def jit(fun):
-    """The compiled forward path of `fun`, without differentiation."""
+    """The compiled forward path of `fun`, without differentiation. Inside a function that
+    dloop is tracing, a jitted function is simply called: its operations join that trace."""
+    _check_fun(fun, "jit", user_location())
+
     @functools.wraps(fun)
     def jitted(*args):
+        if is_tracing():
+            return fun(*args)
         where = user_location()
         graph, consts, arrays, out_td, library = _trace(fun, args, where)
         return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays)))
     return jitted
 
 
+def _check_argnums(argnums, where):
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    if not isinstance(nums, (tuple, list)) or not nums or \
+            any(isinstance(k, bool) or not isinstance(k, int) for k in nums):
+        raise DloopTypeError(f"argnums must be an int or a non-empty tuple of ints (positions "
+                             f"of the arguments to differentiate), got {argnums!r}", where)
+
+
 def _argnums(argnums, nargs, where):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for k in nums:
-        if not isinstance(k, int) or not -nargs <= k < nargs:
+        if not -nargs <= k < nargs:
             raise DloopValueError(f"argnums {argnums!r} does not fit a call with {nargs} "
                                   "positional arguments", where)
     return tuple(k % nargs for k in nums)
@@ -156,14 +201,22 @@ def _check_loss(graph, where):
 
 def value_and_grad(fun, argnums=0, has_aux=False):
     """A function returning (fun(*args), gradient of fun with respect to args[argnums])."""
+    return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(fun, argnums, has_aux, name):
+    where = user_location()
+    _check_fun(fun, name, where)
+    _check_argnums(argnums, where)
+
     @functools.wraps(fun)
     def wrapped(*args):
         where = user_location()
+        _no_nesting(name, where)
         nums = _argnums(argnums, len(args), where)
         positions = _diff_inputs(args, nums, where)
         graph, consts, arrays, out_td, library = _trace(fun, args, where)
-        if has_aux and (out_td.kind not in ("tuple", "list") or len(out_td.children) != 2):
-            raise DloopTypeError("with has_aux=True the function must return (loss, aux)", where)
+        _check_aux(out_td, has_aux, name, where)
         _check_loss(graph, where)
         wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
         cts = [np.ones((), graph.outputs[0].aval.dtype)] + [
@@ -183,9 +236,24 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return wrapped
 
 
+def _check_aux(out_td, has_aux, name, where):
+    pair = out_td.kind in ("tuple", "list") and len(out_td.children) == 2
+    if has_aux and not pair:
+        raise DloopTypeError(f"with has_aux=True the function must return a pair (output, "
+                             f"aux), but it returned a {out_td.kind}", where)
+    if not has_aux and name != "vjp" and out_td.kind != "leaf":
+        raise DloopTypeError(
+            f"{name} needs a function that returns one scalar loss, but it returned a "
+            f"{out_td.kind} of {out_td.num_leaves} arrays; to return (loss, aux), pass "
+            f"has_aux=True (the result is then {_AUX_RESULT[name]})", where)
+
+
+_AUX_RESULT = {"grad": "(grad, aux)", "value_and_grad": "((loss, aux), grad)"}
+
+
 def grad(fun, argnums=0, has_aux=False):
     """The gradient of a scalar-valued `fun` with respect to args[argnums]."""
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = _value_and_grad(fun, argnums, has_aux, "grad")
 
     @functools.wraps(fun)
     def g(*args):
@@ -198,9 +266,12 @@ def vjp(fun, *primals, has_aux=False):
     """(fun(*primals), f_vjp): f_vjp(cotangent) returns one cotangent per primal, as a tuple.
     The forward sweep runs now; its tapes stay alive for as long as f_vjp does."""
     where = user_location()
+    _check_fun(fun, "vjp", where)
+    _no_nesting("vjp", where)
     positions = _diff_inputs(primals, range(len(primals)), where)
     graph, consts, arrays, out_td, library = _trace(fun, primals, where)
     n_main = len(graph.outputs)
+    _check_aux(out_td, has_aux, "vjp", where)
     if has_aux:
         main_td, aux_td = out_td.children
         n_main = main_td.num_leaves
@@ -227,8 +298,7 @@ def vjp(fun, *primals, has_aux=False):
         if len(cts) != len(out_shapes):
             raise DloopTypeError("the cotangent must have the structure of the function's "
                                  "output", user_location())
-        cts = [libraries.to_numpy(c).astype(a.dtype).reshape(a.shape)
-               if tuple(np.shape(c)) == a.shape else _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
+        cts = [_cotangent(c, a, user_location()) for c, a in zip(cts, out_shapes)]
         grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,
                                                                           res_vals + cts)
         return library.out(tuple(pytree.unflatten(
@@ -241,9 +311,21 @@ def vjp(fun, *primals, has_aux=False):
     return out, f_vjp
 
 
-def _bad_ct(c, aval):
-    raise DloopValueError(f"cotangent of shape {np.shape(c)} for an output of shape "
-                          f"{aval.shape}", user_location())
+def _cotangent(c, aval, where):
+    if not isinstance(c, (bool, int, float, complex, np.generic, np.ndarray)) and \
+            not array_api_compat.is_array_api_obj(c):
+        raise DloopTypeError(f"a cotangent must be an array or a number, got "
+                             f"{type(c).__name__} {c!r}", where)
+    array = libraries.to_numpy(c, where)
+    if array.dtype.kind not in "biuf":
+        what = "complex: its imaginary part would be lost, and dloop differentiates real " \
+            "functions only" if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"
+        raise DloopTypeError(f"the cotangent for an output of dtype {aval.dtype.name} is "
+                             f"{what}; pass a real {aval.dtype.name} array", where)
+    if tuple(array.shape) != aval.shape:
+        raise DloopValueError(f"cotangent of shape {array.shape} for an output of shape "
+                              f"{aval.shape}; pass an array of the output's shape", where)
+    return array.astype(aval.dtype)
 
 
 def _split(joint, n_out, n_in):

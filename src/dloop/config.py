@@ -1,17 +1,36 @@
 """Every setting in one place. Each is read once from the environment variable DLOOP_<NAME>,
-and can be changed at run time with `dloop.config.update(name, value)`."""
+and can be changed at run time with `dloop.config.update(name, value)` or, for a block of
+code, `with dloop.config.override(name=value): ...`. Settings are process-wide."""
 
+import contextlib
+import difflib
 import os
+import threading
+import warnings
 
 from .backends import TABLE as _BACKENDS
-from .errors import DloopValueError
+from .errors import DloopValueError, DloopWarning
 from .trace.source import user_location
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off", "none")
+# DLOOP_* variables that are not settings but are read elsewhere (the randomized test, the
+# toy backend of the tests).
+_OTHER_VARIABLES = ("DLOOP_RANDOM_EXAMPLES", "DLOOP_RANDOM_SEED", "DLOOP_TEST_TOY_BACKEND")
 
-def _parse_capacity(text):
-    if text in (None, "", "none", "None"):
-        return None
-    return int(text)
+def _parse_int(text):
+    """An integer from text, also written as '1e9' or '1_000_000'."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)       # ValueError here is reported with the variable's name
+        if not value.is_integer():
+            raise
+        return int(value)
+
+
+def _parse_optional_int(text):
+    return None if text.strip().lower() in ("", "none") else _parse_int(text)
 
 
 def _check_capacity(value):
@@ -32,7 +51,8 @@ def _check_backend(value):
 
 
 def _check_threads(value):
-    if value is not None and (not isinstance(value, int) or value < 1):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
         raise DloopValueError(f"num_threads must be None (all cores) or a positive int, "
                               f"got {value!r}")
     return value
@@ -45,10 +65,12 @@ def _physical_memory():
         return 8 << 30
 
 
-def _check_bytes(value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DloopValueError(f"max_adstack_bytes must be a non-negative int, got {value!r}")
-    return value
+def _check_bytes(name):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DloopValueError(f"{name} must be a non-negative int (bytes), got {value!r}")
+        return value
+    return check
 
 
 def _default_cache_dir():
@@ -64,48 +86,115 @@ def _check_cache_dir(value):
 
 
 def _check_debug(value):
-    return bool(value) if not isinstance(value, str) else value not in ("", "0", "false", "False")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise DloopValueError(f"debug must be a bool, or one of {', '.join(_TRUE)} / "
+                              f"{', '.join(repr(f) for f in _FALSE)}, got {value!r}")
+    return bool(value)
 
 
 # name: (parser from the environment's text, validator of a Python value, default, description)
 _SETTINGS = {
-    "backend": (lambda s: s or None, _check_backend, None,
+    "backend": (lambda s: None if s.strip().lower() in ("", "none") else s, _check_backend, None,
                 "'cpu', 'interpret', or None: chosen from the inputs' array library "
                 "(CPU for NumPy)."),
-    "adstack_capacity": (_parse_capacity, _check_capacity, None,
+    "adstack_capacity": (_parse_optional_int, _check_capacity, None,
                          "None sizes every adstack exactly from live data; an int fixes the "
-                         "per-element capacity of every stack (pushes past it raise "
-                         "AdstackOverflowError)."),
-    "max_adstack_bytes": (int, _check_bytes, _physical_memory() // 2,
+                         "per-element capacity of every stack of a per-element loop (pushes "
+                         "past it raise AdstackOverflowError). Collective loops (scalar bounds) "
+                         "keep one tape entry per iteration and are not limited by it."),
+    "max_adstack_bytes": (_parse_int, _check_bytes("max_adstack_bytes"),
+                          _physical_memory() // 2,
                           "Upper bound on the adstack heap, in bytes (default: half of the "
                           "machine's physical memory)."),
     "cache_dir": (lambda s: s, _check_cache_dir, _default_cache_dir(),
                   "Directory of the on-disk kernel cache; '' turns it off."),
-    "num_threads": (lambda s: int(s) if s else None, _check_threads, None,
+    "cache_max_bytes": (_parse_int, _check_bytes("cache_max_bytes"), 1 << 30,
+                        "Size cap of the on-disk kernel cache; past it the least recently "
+                        "used entries are deleted."),
+    "num_threads": (_parse_optional_int, _check_threads, None,
                     "CPU worker threads; None uses every core."),
     "debug": (lambda s: s, _check_debug, False,
               "Print the graph IR, kernel IR and generated code of every compiled kernel."),
 }
 
 
+def _from_environment(name, parse, check):
+    variable = f"DLOOP_{name.upper()}"
+    text = os.environ[variable]
+    try:
+        return check(parse(text))
+    except (ValueError, TypeError) as e:
+        detail = str(e) if isinstance(e, DloopValueError) else f"cannot read {text!r}"
+        raise DloopValueError(
+            f"environment variable {variable}={text!r} is not a valid {name}: {detail}. "
+            f"Fix or unset {variable}") from None
+
+
+def _warn_unknown_variables():
+    known = {f"DLOOP_{name.upper()}" for name in _SETTINGS} | set(_OTHER_VARIABLES)
+    for variable in sorted(os.environ):
+        if variable.startswith("DLOOP_") and variable not in known:
+            close = difflib.get_close_matches(variable, sorted(known), n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else \
+                f"; dloop reads {', '.join(sorted(known - set(_OTHER_VARIABLES)))}"
+            warnings.warn(f"environment variable {variable} is not a dloop setting and is "
+                          f"ignored{hint}", DloopWarning)
+
+
 class _Config:
     def __init__(self):
+        object.__setattr__(self, "_lock", threading.Lock())
         for name, (parse, check, default, _) in _SETTINGS.items():
-            text = os.environ.get(f"DLOOP_{name.upper()}")
-            object.__setattr__(self, name, default if text is None else check(parse(text)))
+            value = default
+            if f"DLOOP_{name.upper()}" in os.environ:
+                value = _from_environment(name, parse, check)
+            object.__setattr__(self, name, value)
+        _warn_unknown_variables()
 
-    def update(self, name, value):
+    def _checked(self, name, value, where):
         if name not in _SETTINGS:
             raise DloopValueError(f"unknown setting {name!r}; known settings: "
-                                  f"{', '.join(_SETTINGS)}", user_location())
+                                  f"{', '.join(_SETTINGS)}", where)
         try:
-            checked = _SETTINGS[name][1](value)
+            return _SETTINGS[name][1](value)
         except DloopValueError as e:
-            raise DloopValueError(str(e), user_location()) from None
-        object.__setattr__(self, name, checked)
+            raise DloopValueError(str(e), where) from None
+
+    def update(self, name, value):
+        checked = self._checked(name, value, user_location())
+        with self._lock:
+            object.__setattr__(self, name, checked)
+
+    @contextlib.contextmanager
+    def override(self, **settings):
+        """Set `settings` for the duration of a `with` block, then restore the previous
+        values (also when the block raises). The change is seen by every thread."""
+        where = user_location()
+        checked = {name: self._checked(name, value, where) for name, value in settings.items()}
+        with self._lock:
+            previous = {name: getattr(self, name) for name in checked}
+            for name, value in checked.items():
+                object.__setattr__(self, name, value)
+        try:
+            yield self
+        finally:
+            with self._lock:
+                for name, value in previous.items():
+                    object.__setattr__(self, name, value)
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in _SETTINGS}
+
+    def describe(self, name):
+        return _SETTINGS[name][3]
 
     def __setattr__(self, name, value):
         self.update(name, value)
 
 
 config = _Config()
+# A lock held by another thread at a fork stays held in the child forever.
+os.register_at_fork(after_in_child=lambda: object.__setattr__(config, "_lock", threading.Lock()))

@@ -32,3 +32,8 @@ class AdstackOverflowError(DloopError, RuntimeError):
 
 class DloopMemoryError(DloopError, MemoryError):
     """The adstack heap could not grow to what a launch needs."""
+
+
+class DloopWarning(UserWarning):
+    """Something dloop repaired or ignored on its own: a damaged kernel-cache entry, an
+    unknown DLOOP_* environment variable."""

@@ -5,16 +5,50 @@ known at launch: constants, arrays read at the element's index (`n[j]`) or gathe
 enclosing loop's index (`m[i]`), an enclosing loop's index, + - * max min, and the maximum
 over an enclosing loop's range. A loop nested in a body is refilled once per outer iteration,
 so its capacity is the maximum of its trip count over the outer loop's range (0 when the
-outer loop does not run). Where no expression exists (a while loop, a bound computed from
-the carry), capacities() answers None and the runtime counts trips in a pre-pass instead.
-There is no default size."""
+outer loop does not run). Arithmetic saturates at +-2**62 instead of wrapping around, so a
+huge bound (2**62, or -2**63 ... 2**63-1) gives a huge capacity, which the layout refuses
+with DloopMemoryError, never a small wrapped one. Where no expression exists (a while loop,
+a bound computed from the carry), capacities() answers None and the runtime counts trips in
+a pre-pass instead. There is no default size."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import config
 from ..ir import prims
 from ..ir.graph import Lit, Var
+
+
+SATURATED = 1 << 62
+_LIMIT = float(SATURATED)
+
+
+def _checked(op, a, b):
+    """op(a, b) in int64, saturated at +-2**62 where the exact result would pass it: a float64
+    twin of the computation flags those elements (its rounding is far below the margin). The
+    operands' magnitudes usually show at once that nothing can pass it."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ma, mb = _magnitude(a), _magnitude(b)
+    if (ma * mb if op is np.multiply else ma + mb) < SATURATED:
+        return op(a, b)
+    with np.errstate(over="ignore"):
+        exact = op(a, b)
+        approx = op(a.astype(np.float64), b.astype(np.float64))
+    return np.where(np.abs(approx) < _LIMIT, exact,
+                    np.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
+
+
+def _magnitude(x):
+    return max(-int(x.min()), int(x.max()), 0) if x.size else 0
+
+
+def _as_int64(array):
+    """An integer array as int64; uint64 values past int64 saturate like the arithmetic."""
+    array = np.asarray(array)
+    if array.dtype == np.uint64:
+        array = np.minimum(array, np.uint64(SATURATED))
+    return array.astype(np.int64)
 
 
 class Expr:
@@ -51,7 +85,7 @@ class Read(Expr):
     var: Var
 
     def evaluate(self, env, shape):
-        return np.broadcast_to(np.asarray(env[self.var]).astype(np.int64), shape)
+        return np.broadcast_to(_as_int64(env[self.var]), shape)
 
     def trend(self, loop):
         return 0
@@ -86,7 +120,7 @@ class Gather(Expr):
     indices: tuple
 
     def evaluate(self, env, shape):
-        table = np.asarray(env[self.var]).astype(np.int64)
+        table = _as_int64(env[self.var])
         idx = []
         for e, dim in zip(self.indices, table.shape):
             i = np.broadcast_to(e.evaluate(env, shape), shape)
@@ -136,8 +170,10 @@ class Binary(Expr):
         return f"({self.a} {self.op} {self.b})"
 
 
-_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "max": np.maximum,
-           "min": np.minimum}
+_BINARY = {"+": lambda a, b: _checked(np.add, a, b),
+           "-": lambda a, b: _checked(np.subtract, a, b),
+           "*": lambda a, b: _checked(np.multiply, a, b),
+           "max": np.maximum, "min": np.minimum}
 
 
 def _combine(ta, tb):
@@ -159,12 +195,16 @@ class MaxOver(Expr):
     def evaluate(self, env, shape):
         lo = np.broadcast_to(self.lower.evaluate(env, shape), shape)
         hi = np.broadcast_to(self.upper.evaluate(env, shape), shape)
-        count = np.maximum(hi - lo, 0)
+        count = np.maximum(_checked(np.subtract, hi, lo), 0)
         key = ("index", self.loop)
         if self.body.trend(self.loop) is not None:
             # Monotone in i: the maximum over the range is at one of its ends.
-            ends = [self.body.evaluate({**env, key: end}, shape) for end in (lo, hi - 1)]
+            ends = [self.body.evaluate({**env, key: end}, shape)
+                    for end in (lo, _checked(np.subtract, hi, 1))]
             return np.where(count > 0, np.maximum(*ends), 0)
+        if count.size and int(count.max()) > config.max_adstack_bytes:
+            # The enclosing loop's own tape cannot fit; do not walk its range.
+            return np.full(shape, SATURATED, np.int64)
         best = np.zeros(shape, np.int64)
         for t in range(int(count.max()) if count.size else 0):
             value = self.body.evaluate({**env, key: lo + t}, shape)

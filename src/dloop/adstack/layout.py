@@ -1,10 +1,16 @@
 """STAGE 3b — where each element's stack slots live: thread slices laid out by an exclusive
 prefix sum of per-element capacities, so storage is the sum of the trip counts, not
-elements x the longest trip."""
+elements x the longest trip. The total is checked against config.max_adstack_bytes before
+the prefix sum, so an int64 sum never wraps around and nothing is allocated for a loop that
+cannot fit."""
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..config import config
+from ..errors import DloopMemoryError
+from .capacity import SATURATED
 
 
 @dataclass
@@ -16,6 +22,7 @@ class LoopLayout:
 
 def loop_layout(info, cap):
     cap = np.ascontiguousarray(cap, dtype=np.int64)
+    _check_size(info, cap)
     start = np.zeros_like(cap)
     if cap.size:
         np.cumsum(cap[:-1], out=start[1:])
@@ -25,3 +32,24 @@ def loop_layout(info, cap):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)
         regions[dtype.name] = (dtype, count * total)
     return LoopLayout(cap, start, regions)
+
+
+def _check_size(info, cap):
+    """Refuse a loop whose stacks would pass max_adstack_bytes. The float64 sum is a cheap
+    filter (exact to far below the limit); the message's figure is exact Python integers."""
+    per_slot = sum(np.dtype(d).itemsize for d in info.carry_dtypes)
+    limit = config.max_adstack_bytes
+    if not cap.size or not per_slot or float(cap.sum(dtype=np.float64)) * per_slot <= limit:
+        return
+    needed = sum(int(c) for c in cap.tolist()) * per_slot
+    if needed <= limit:
+        return
+    longest = int(cap.max())
+    # A saturated capacity stands for 2**62 or more: the figures are then lower bounds.
+    at_least = "at least " if longest >= SATURATED else ""
+    raise DloopMemoryError(
+        f"the adstacks of this loop would need {at_least}{needed:,} bytes ({cap.size:,} "
+        f"elements, the longest running {at_least}{longest:,} iterations), more than "
+        f"max_adstack_bytes = {limit:,}. "
+        "Check the loop's bounds; fewer elements or shorter loops per call reduce it, and "
+        "dloop.config.max_adstack_bytes can be raised if the memory is there", info.src)

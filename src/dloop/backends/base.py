@@ -113,8 +113,11 @@ class Backend:
         key = cache.key(self.name, _version.__version__, text, *self.cache_identity())
         hit = cache.load(key, {"kernel": text})
         if hit is not None:
-            artifact = self.load(hit[0], None, kernel)
-        else:
+            try:
+                artifact = self.load(hit[0], None, kernel)
+            except Exception as e:      # a verified entry the loader still refuses
+                cache.discard(key, f"the {self.name} loader refused it ({e})")
+        if artifact is None:
             source = self.render(kernel)
             if config.debug:
                 print(f"dloop: {self.name} source of {kernel.name}\n{source}")

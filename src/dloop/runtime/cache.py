@@ -1,13 +1,27 @@
 """The on-disk kernel cache, backend-neutral: compiled code keyed by a hash of everything
-that determines it. Entries are written to a temporary file and renamed into place, so two
-processes writing the same entry at once leave one whole entry, never a torn one."""
+that determines it.
+
+An entry is one file: a magic line, the lengths of its metadata and code, a SHA-256 of both,
+then both. Damaged machine code handed to the JIT linker crashes the process, so nothing is
+used before its length and checksum are verified; a bad entry is deleted with a warning and
+rebuilt. Entries are written to a temporary file and renamed into place, so a reader (or a
+second writer) sees a whole entry or none. Every disk error only costs a recompile: a
+read-only or full cache directory never stops a computation. A hit refreshes the entry's
+modification time; past config.cache_max_bytes the least recently used entries go."""
 
 import hashlib
 import json
 import os
+import struct
 import tempfile
+import warnings
 
 from ..config import config
+from ..errors import DloopWarning
+
+_MAGIC = b"dloop kernel cache 1\n"
+_HEADER = struct.Struct("<QQ32s")          # metadata length, code length, sha256
+_SUFFIX = ".entry"
 
 
 def key(*parts):
@@ -18,42 +32,140 @@ def key(*parts):
     return h.hexdigest()
 
 
-def _paths(k):
-    directory = config.cache_dir
+def _path(k, directory=None):
+    directory = config.cache_dir if directory is None else directory
     if not directory:
         return None
-    return os.path.join(directory, k[:2], k + ".bin"), os.path.join(directory, k[:2],
-                                                                     k + ".json")
+    return os.path.join(directory, k[:2], k + _SUFFIX)
+
+
+def _decode(blob):
+    """(code, metadata) of a whole entry, or the reason it is not one."""
+    start = len(_MAGIC) + _HEADER.size
+    if len(blob) < start or not blob.startswith(_MAGIC):
+        return "its header is missing or damaged"
+    n_meta, n_code, digest = _HEADER.unpack_from(blob, len(_MAGIC))
+    body = blob[start:]
+    if len(body) != n_meta + n_code:
+        return f"it holds {len(body)} bytes where its header says {n_meta + n_code}"
+    if hashlib.sha256(body).digest() != digest:
+        return "its checksum does not match"
+    try:
+        meta = json.loads(body[:n_meta].decode())
+    except ValueError:
+        return "its metadata is not readable"
+    return bytes(body[n_meta:]), meta
 
 
 def load(k, check):
-    """(code bytes, metadata) if an entry for key k exists and its metadata has the `check`
-    fields with the same values; else None."""
-    paths = _paths(k)
-    if paths is None:
+    """(code bytes, metadata) if a verified entry for key k exists and its metadata has the
+    `check` fields with the same values; else None."""
+    path = _path(k)
+    if path is None:
         return None
     try:
-        with open(paths[1]) as f:
-            meta = json.load(f)
-        if any(meta.get(name) != value for name, value in check.items()):
-            return None
-        with open(paths[0], "rb") as f:
-            code = f.read()
-    except (OSError, ValueError):
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
         return None
+    decoded = _decode(blob)
+    if isinstance(decoded, str):
+        discard(k, decoded)
+        return None
+    code, meta = decoded
+    if any(meta.get(name) != value for name, value in check.items()):
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
     return code, meta
 
 
-def store(k, code, meta):
-    paths = _paths(k)
-    if paths is None:
-        return
+def discard(k, reason):
+    """Delete a bad entry (where the directory allows it) and say so; the caller rebuilds."""
+    path = _path(k)
+    warnings.warn(f"dloop: discarding the kernel cache entry {path}: {reason}; the kernel is "
+                  "compiled again", DloopWarning, stacklevel=3)
     try:
-        os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
-        for path, data, mode in ((paths[0], code, "wb"), (paths[1], json.dumps(meta), "w")):
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(fd, mode) as f:
-                f.write(data)
-            os.replace(tmp, path)
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def store(k, code, meta):
+    path = _path(k)
+    if path is None:
+        return
+    body = json.dumps(meta).encode()
+    blob = b"".join([_MAGIC, _HEADER.pack(len(body), len(code), hashlib.sha256(
+        body + code).digest()), body, code])
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        tmp = None
+        _evict(config.cache_dir, config.cache_max_bytes, keep=path)
     except OSError:
         pass    # a read-only or full disk only costs a recompile next time
+    finally:
+        if tmp is not None:
+            _remove(tmp)
+
+
+def entries(directory=None):
+    """[(path, size, mtime)] of the cache's files (entries, and leftovers of older formats
+    or interrupted writes)."""
+    directory = config.cache_dir if directory is None else directory
+    out = []
+    try:
+        subdirs = [d for d in os.listdir(directory) if len(d) == 2]
+    except OSError:
+        return out
+    for sub in subdirs:
+        try:
+            names = os.listdir(os.path.join(directory, sub))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((_SUFFIX, ".tmp", ".bin", ".json")):
+                path = os.path.join(directory, sub, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                out.append((path, st.st_size, st.st_mtime))
+    return out
+
+
+def size(directory=None):
+    return sum(s for _, s, _ in entries(directory))
+
+
+def clear(directory=None):
+    """Delete every cache file; returns (files deleted, bytes freed)."""
+    found = entries(directory)
+    removed = [(p, s) for p, s, _ in found if _remove(p)]
+    return len(removed), sum(s for _, s in removed)
+
+
+def _evict(directory, cap, keep):
+    found = sorted(entries(directory), key=lambda e: e[2])
+    total = sum(s for _, s, _ in found)
+    for path, nbytes, _ in found:
+        if total <= cap:
+            break
+        # A .tmp may be another process's write in progress.
+        if path != keep and not path.endswith(".tmp") and _remove(path):
+            total -= nbytes
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+        return True
+    except OSError:
+        return False

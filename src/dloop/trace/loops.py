@@ -1,5 +1,6 @@
 """STAGE 1 — fori_loop and while_loop: carry checks, per-element vs uniform mode, the loop op."""
 
+import inspect
 import itertools
 
 import numpy as np
@@ -39,6 +40,7 @@ def fori_loop(lower, upper, body_fun, init_val):
                            [lower, upper, init_val])
     lo, hi = _bound(lower, "lower", src), _bound(upper, "upper", src)
     leaves, treedef = _carry_leaves(init_val, src)
+    _check_arity(body_fun, "body_fun", "fori_loop calls body_fun(i, carry)", 2, src)
     index_dtype = np.dtype(ops.result_dtype(lo, hi))
     lo, hi = ops.convert(lo, index_dtype), ops.convert(hi, index_dtype)
     bound_shape = _broadcast([np.shape(lo), np.shape(hi)], "the lower and upper bounds", src)
@@ -53,7 +55,7 @@ def fori_loop(lower, upper, body_fun, init_val):
                       per_element=bool(bound_shape))
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     """Repeat `body_fun` while `cond_fun` holds::
 
         def while_loop(cond_fun, body_fun, init_val):
@@ -66,23 +68,27 @@ def while_loop(cond_fun, body_fun, init_val):
     (element j stops on its own when cond_fun(val)[j] is False; the body must then be
     elementwise in the carry). Reverse mode counts each element's trips in a pre-pass and
     sizes the adstacks from that count.
+
+    `max_steps` (an int, default None: no limit) truncates the loop: an element stops after
+    `max_steps` iterations even where `cond_fun` still holds, and returns its carry at that
+    point; the gradient is exact for that truncated computation. A loop that may never end
+    for some input thus still returns (test `cond_fun(result)` afterwards to see which
+    elements were cut short).
     """
     src = user_location()
     if not is_tracing():
         from ..api import run_eagerly
-        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val), [init_val])
+        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val,
+                                              max_steps=max_steps), [init_val])
+    _check_arity(cond_fun, "cond_fun", "while_loop calls cond_fun(carry)", 1, src)
+    _check_arity(body_fun, "body_fun", "while_loop calls body_fun(carry)", 1, src)
+    if max_steps is not None:
+        return _truncated_while(cond_fun, body_fun, init_val, max_steps, src)
     leaves, treedef = _carry_leaves(init_val, src)
     parent = current_builder()
     with Builder(parent) as cond_b:
         carries = [Tracer(cond_b, cond_b.new_input(_aval(x))) for x in leaves]
-        pred = cond_fun(pytree.unflatten(treedef, carries))
-        if not isinstance(pred, (Tracer, np.ndarray, np.generic, bool)) or \
-                np.dtype(ops.result_dtype(pred)) != np.bool_:
-            got = ops.result_dtype(pred).name if hasattr(pred, "dtype") or \
-                isinstance(pred, (int, float)) else type(pred).__name__
-            raise DloopTypeError(f"cond_fun must return a boolean (0-d, or a boolean array for "
-                                 f"per-element loops), got {got}; compare, e.g. "
-                                 "`err > tol`", src)
+        pred = _check_pred(cond_fun(pytree.unflatten(treedef, carries)), src)
         cond = cond_b.finish([pred])
     cond_shape = np.shape(pred)
     shape = _element_shape(cond_shape, leaves, treedef, src)
@@ -94,6 +100,63 @@ def while_loop(cond_fun, body_fun, init_val):
     return _emit_loop([], leaves, treedef,
                       [(cond, len(leaves), cond_b), (body, len(leaves), body_b)],
                       info_args, per_element=bool(cond_shape))
+
+
+def _truncated_while(cond_fun, body_fun, init_val, max_steps, src):
+    """while_loop with a step counter in the carry."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or \
+            not 0 <= max_steps < 2 ** 63:
+        raise DloopValueError(f"max_steps must be None or a non-negative int, got "
+                              f"{max_steps!r}", src)
+    limit = int(max_steps)
+    # The counter has the condition's shape: one per element in a per-element loop. A
+    # throwaway trace of cond_fun finds that shape.
+    leaves, treedef = _carry_leaves(init_val, src)
+    with Builder(current_builder()) as probe:
+        carries = [Tracer(probe, probe.new_input(_aval(x))) for x in leaves]
+        shape = np.shape(_check_pred(cond_fun(pytree.unflatten(treedef, carries)), src))
+
+    def cond(state):
+        return _check_pred(cond_fun(state[0]), src) & (state[1] < limit)
+
+    def body(state):
+        return body_fun(state[0]), state[1] + 1
+
+    return while_loop(cond, body, (init_val, np.zeros(shape, np.int64)))[0]
+
+
+def _check_pred(pred, src):
+    if not isinstance(pred, (Tracer, np.ndarray, np.generic, bool)) or \
+            np.dtype(ops.result_dtype(pred)) != np.bool_:
+        got = ops.result_dtype(pred).name if hasattr(pred, "dtype") or \
+            isinstance(pred, (int, float)) else type(pred).__name__
+        raise DloopTypeError(f"cond_fun must return a boolean (0-d, or a boolean array for "
+                             f"per-element loops), got {got}; compare, e.g. "
+                             "`err > tol`", src)
+    if not isinstance(pred, Tracer):
+        raise DloopTypeError(
+            f"cond_fun returned the constant {type(pred).__name__} {pred!r}, not a value "
+            "computed from the carry. dloop traces cond_fun once, so a Python value (or a "
+            "side effect such as a counter in a closure) would decide every iteration the "
+            "same way: compute the condition from the carry (e.g. `err > tol`), and carry "
+            "any counter in the loop state", src)
+    return pred
+
+
+def _check_arity(fn, fname, how, n, src):
+    """A function that cannot take the arguments the loop passes, said before it is called
+    (a TypeError from inside the call would name a lambda deep in the trace)."""
+    if not callable(fn):
+        raise DloopTypeError(f"{fname} must be a function, got {type(fn).__name__}", src)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return          # a builtin without a signature: let the call decide
+    try:
+        signature.bind(*range(n))
+    except TypeError:
+        raise DloopTypeError(f"{fname} takes parameters {signature}, but {how} ({n} "
+                             f"positional argument{'s' if n > 1 else ''})", src) from None
 
 
 def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
@@ -189,7 +252,22 @@ def _bound(b, name, src):
         kind = getattr(b, "dtype", type(b).__name__)
         raise DloopTypeError(f"fori_loop's {name} bound must be an integer (Python int or "
                              f"integer array), got {kind}; convert with .astype(np.int64)", src)
-    return b
+    if isinstance(b, int):
+        if not -2 ** 63 <= b < 2 ** 63:
+            raise DloopValueError(f"fori_loop's {name} bound {b} does not fit a 64-bit "
+                                  "integer; a loop runs at most 2**63 - 1 iterations", src)
+        return b
+    if np.dtype(b.dtype) in (np.int32, np.int64):
+        return b
+    # Other integer dtypes run as int64: every value of them fits, except uint64's top half.
+    if isinstance(b, Tracer):
+        return ops.convert(b, np.int64)
+    b = np.asarray(b)
+    if b.dtype == np.uint64 and b.size and int(b.max()) >= 2 ** 63:
+        raise DloopValueError(f"fori_loop's {name} bound holds {int(b.max())}, which does not "
+                              "fit a 64-bit signed integer; a loop runs at most 2**63 - 1 "
+                              "iterations", src)
+    return b.astype(np.int64)
 
 
 def _from_library(x, src):
@@ -266,7 +344,7 @@ def _check_carry_out(out, leaves, treedef, fname, src):
     for path, new, old in zip(pytree.leaf_paths(treedef), out_leaves, leaves):
         want = _aval(old)
         if isinstance(new, (bool, int, float)):
-            new = np.asarray(new, dtype=want.dtype)
+            new = _python_scalar(new, want.dtype, path, fname, src)
         got = _aval(new)
         if got.shape != want.shape or got.dtype != want.dtype:
             raise DloopTypeError(
@@ -275,3 +353,25 @@ def _check_carry_out(out, leaves, treedef, fname, src):
                 f"(cast with .astype(np.{want.dtype.name}) or fix the initial value)", src)
         checked.append(new)
     return checked
+
+
+def _python_scalar(value, dtype, path, fname, src):
+    """A Python number returned for a carry, as the carry's dtype, where that keeps its
+    value: a float returned for an integer carry would be truncated (0.5 -> 0)."""
+    kinds = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float)}[dtype.kind]
+    ok = isinstance(value, kinds) and (dtype.kind == "b" or not isinstance(value, bool))
+    if ok and dtype.kind in "iu":
+        ok = np.iinfo(dtype).min <= value <= np.iinfo(dtype).max
+    if not ok:
+        kind = "a float" if isinstance(value, float) else "a bool" if isinstance(value, bool) \
+            else "a wider integer"
+        try:
+            became = f"; it would become {np.asarray(value).astype(dtype)!r}"
+        except OverflowError:
+            became = ", which it cannot hold"
+        raise DloopTypeError(
+            f"{fname} returned the Python {type(value).__name__} {value!r} for {path}, which "
+            f"is {dtype.name}{became}. Return a value of dtype {dtype.name}, or make the "
+            f"initial carry {kind} array",
+            src)
+    return np.asarray(value, dtype=dtype)

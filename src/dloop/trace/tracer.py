@@ -200,7 +200,7 @@ class Tracer:
         raise DloopTypeError(f"cannot use a traced array as a Python number: {_CONCRETE_HELP}",
                              user_location())
 
-    __index__ = __int__ = __float__ = __complex__ = _no_concrete
+    __index__ = __int__ = __float__ = __complex__ = item = _no_concrete
 
     def __iter__(self):
         raise DloopTypeError("iterating over a traced array is not supported; index it or use "

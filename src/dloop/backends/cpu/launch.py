@@ -1,14 +1,23 @@
 """STAGE 5 — cpu: the backend. A thread pool calls the JIT-compiled kernel on chunks of
 threads; ctypes releases the GIL during each call, so every core works. Chunks are small
-enough that elements with long loops do not leave cores idle."""
+enough that elements with long loops do not leave cores idle.
+
+Safety (docs/threads.md): launches from several Python threads share one pool, which is
+replaced under a lock when num_threads changes (the old one finishes what it was given); a
+forked child builds its own pool; Ctrl-C (or any exception) while a launch runs cancels the
+chunks not yet started and waits for the running ones, so no worker touches the launch's
+buffers after launch() has returned or raised."""
 
 import itertools
 import os
+import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ...config import config
 from ...kernel import kir
 from ..base import Backend, HostMemory
+from . import compile as _compile_module
 from . import simd
 from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
 from .render import render
@@ -18,6 +27,55 @@ _MIN_CHUNK = 256
 # worker costs more than the work.
 _MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
+
+
+class _Job:
+    """One parallel launch: chunks handed out from a shared counter (next() on
+    itertools.count is atomic under the GIL), so a chunk costs one ctypes call and elements
+    with long loops do not leave a core idle. `cancelled` is checked between chunks.
+
+    Pool workers are counted while they run, so cancel() waits for exactly those, whatever
+    futures the caller did or did not get to keep when Ctrl-C arrived. Only the main thread
+    receives KeyboardInterrupt, so the count kept on worker threads is exact."""
+
+    def __init__(self, compiled, n_threads, chunk, addresses):
+        self.compiled, self.n, self.chunk, self.addresses = compiled, n_threads, chunk, addresses
+        self.starts = itertools.count(0, chunk)
+        self.cancelled = False
+        self.running = 0
+        self.idle = threading.Condition()
+
+    def chunks(self):
+        for start in self.starts:
+            if start >= self.n or self.cancelled:
+                return
+            self.compiled.call(start, min(start + self.chunk, self.n), self.n, *self.addresses)
+
+    def work(self):
+        """A pool worker's share."""
+        with self.idle:
+            if self.cancelled:
+                return
+            self.running += 1
+        try:
+            self.chunks()
+        finally:
+            with self.idle:
+                self.running -= 1
+                self.idle.notify_all()
+
+    def cancel(self):
+        """Start no more chunks; return once no worker runs one. A second Ctrl-C meanwhile
+        is absorbed: the caller must not free buffers that a worker still writes."""
+        self.cancelled = True
+        while True:
+            try:
+                with self.idle:
+                    while self.running:
+                        self.idle.wait()
+                return
+            except KeyboardInterrupt:
+                continue
 
 
 class CpuBackend(HostMemory, Backend):
@@ -30,6 +88,17 @@ class CpuBackend(HostMemory, Backend):
         super().__init__()
         self._pool = None
         self._workers = 0
+        self._lock = threading.Lock()
+        this = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: this() and this()._after_fork())
+
+    def _after_fork(self):
+        """The child has none of the parent's worker threads, and a lock some other parent
+        thread held at the fork stays held forever: start over with fresh ones."""
+        self._pool = None
+        self._workers = 0
+        self._lock = threading.Lock()
+        _compile_module._lock = threading.Lock()
 
     def render(self, kernel):
         if self.simd and self._has_loops(kernel):
@@ -54,36 +123,37 @@ class CpuBackend(HostMemory, Backend):
         return any(isinstance(s, (kir.For, kir.While)) for s in kernel.body)
 
     def _executor(self):
+        """(pool, workers), under self._lock. A replaced pool is shut down without waiting:
+        launches that hold it finish the tasks they already submitted."""
         workers = config.num_threads or _CORES
         if self._pool is None or workers != self._workers:
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.shutdown(wait=False)
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dloop")
             self._workers = workers
         return self._pool, workers
 
     def launch(self, compiled, n_threads, buffers):
         addresses = [b.__array_interface__["data"][0] for b in buffers]
-        pool, workers = self._executor()
-        if workers == 1 or n_threads < compiled.min_parallel:
+        if n_threads < compiled.min_parallel:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
-        # One task per worker; each takes chunks from a shared counter until none are left
-        # (next() on itertools.count is atomic under the GIL), so a chunk costs one ctypes
-        # call, and elements with long loops do not leave a core idle.
-        chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
-        starts = itertools.count(0, chunk)
-
-        def work():
-            for start in starts:
-                if start >= n_threads:
-                    return
-                compiled.call(start, min(start + chunk, n_threads), n_threads, *addresses)
-
-        futures = [pool.submit(work) for _ in range(workers - 1)]
-        work()
-        for f in futures:
-            f.result()
+        job, futures = None, []
+        try:
+            # Submitting under the lock: no other thread can shut this pool down meanwhile.
+            with self._lock:
+                pool, workers = self._executor()
+                job = _Job(compiled, n_threads,
+                           max(_MIN_CHUNK, -(-n_threads // (workers * 16))), addresses)
+                for _ in range(workers - 1):
+                    futures.append(pool.submit(job.work))
+            job.chunks()        # the calling thread takes chunks too
+            for f in futures:
+                f.result()      # interruptible: Ctrl-C arrives here or between chunks
+        except BaseException:
+            if job is not None:
+                job.cancel()
+            raise
 
 
 class CpuScalarBackend(CpuBackend):

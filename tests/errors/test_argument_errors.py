@@ -1,0 +1,168 @@
+"""One test per user error about how dloop is called (arguments, cotangents, auxiliary
+outputs, nesting, dtypes, loop functions): its class, that the message names the line of
+this file that caused it and says what to do, and that the next call still works."""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+
+X = np.linspace(0.1, 1.0, 4)
+N = np.array([1, 2, 3, 4])
+
+
+def line_of(marker):
+    with open(__file__) as f:
+        for number, text in enumerate(f, 1):
+            if text.rstrip().endswith(f"# {marker}") and "line_of" not in text:
+                return f"{__file__}:{number}"
+    raise AssertionError(marker)
+
+
+def check(excinfo, cls, marker, *phrases):
+    assert isinstance(excinfo.value, cls), type(excinfo.value)
+    assert isinstance(excinfo.value, dl.DloopError)
+    message = str(excinfo.value)
+    assert line_of(marker) in message, message
+    for phrase in phrases:
+        assert phrase in message, message
+    g = dl.grad(lambda x: dl.fori_loop(0, N, lambda i, v: v * 2.0, x).sum())(X)
+    np.testing.assert_allclose(g, 2.0 ** N)
+
+
+def test_argnums_of_the_wrong_type(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: x.sum(), argnums=1.0)  # E-argnums-type
+    check(e, dl.DloopTypeError, "E-argnums-type", "argnums", "1.0", "tuple of ints")
+
+
+def test_grad_of_a_non_function(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(5)  # E-grad-int
+    check(e, dl.DloopTypeError, "E-grad-int", "needs a function", "5")
+
+
+def test_string_cotangent(backend):
+    _, pullback = dl.vjp(lambda x: x * 2.0, X)
+    with pytest.raises(dl.DloopTypeError) as e:
+        pullback("abc")  # E-ct-str
+    check(e, dl.DloopTypeError, "E-ct-str", "cotangent", "str")
+
+
+def test_complex_cotangent(backend):
+    _, pullback = dl.vjp(lambda x: x * 2.0, X)
+    with pytest.raises(dl.DloopTypeError) as e:
+        pullback(np.ones(4) * 1j)  # E-ct-complex
+    check(e, dl.DloopTypeError, "E-ct-complex", "complex", "imaginary", "real float64")
+
+
+def test_cotangent_of_the_wrong_shape(backend):
+    _, pullback = dl.vjp(lambda x: x * 2.0, X)
+    with pytest.raises(dl.DloopValueError) as e:
+        pullback(np.ones(3))  # E-ct-shape
+    check(e, dl.DloopValueError, "E-ct-shape", "(3,)", "(4,)")
+
+
+def test_vjp_has_aux_on_a_single_output(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.vjp(lambda x: x * 2.0, X, has_aux=True)  # E-vjp-aux
+    check(e, dl.DloopTypeError, "E-vjp-aux", "has_aux=True", "pair")
+
+
+def test_grad_of_a_pair_without_has_aux(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: ((x * x).sum(), x))(X)  # E-aux
+    check(e, dl.DloopTypeError, "E-aux", "has_aux=True", "tuple of 2")
+
+
+def test_grad_with_has_aux_returns_the_aux(backend):
+    g, aux = dl.grad(lambda x: ((x * x).sum(), x * 3.0), has_aux=True)(X)
+    np.testing.assert_allclose(g, 2 * X)         # closed form
+    np.testing.assert_allclose(aux, 3 * X)
+
+
+def test_grad_of_grad(backend):
+    inner = dl.grad(lambda y: (y * y * y).sum())
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.grad(lambda x: inner(x).sum())(X)  # E-nested
+    check(e, dl.DloopNotImplementedError, "E-nested", "not supported yet", "outside")
+
+
+def test_jit_inside_grad_joins_the_trace(backend):
+    inner = dl.jit(lambda y: (y * y * y).sum())
+    g = dl.grad(lambda x: inner(x) * 2.0)(X)
+    np.testing.assert_allclose(g, 6 * X ** 2)     # closed form
+
+
+def test_float16_input(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: (x * x).sum())(X.astype(np.float16))  # E-float16
+    check(e, dl.DloopTypeError, "E-float16", "float16", "float32, float64", ".astype")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32,
+                                   np.uint64])
+def test_small_and_unsigned_integer_bounds_are_accepted(backend, dtype):
+    n = N.astype(dtype)
+    g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 2.0, x).sum())(X)
+    np.testing.assert_allclose(g, 2.0 ** N)       # closed form
+    g = dl.grad(lambda x: dl.fori_loop(dtype(1), dtype(3), lambda i, v: v * 1.5, x).sum())(X)
+    np.testing.assert_allclose(g, np.full(4, 1.5 ** 2))
+    out = dl.jit(lambda x, n: dl.fori_loop(0, n, lambda i, v: v * 2.0, x))(X, n)
+    np.testing.assert_allclose(out, X * 2.0 ** N)
+
+
+def test_uint64_bound_past_int64(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, np.full(4, 2 ** 64 - 1, np.uint64), lambda i, v: v, X)  # E-u64
+    check(e, dl.DloopValueError, "E-u64", "64-bit", "2**63 - 1")
+
+
+def test_python_bound_past_int64(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, 2 ** 70, lambda i, v: v, X)  # E-big-int
+    check(e, dl.DloopValueError, "E-big-int", "64-bit")
+
+
+def test_item_in_a_body(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, 3, lambda i, v: v * v.sum().item(), X)  # E-item
+    check(e, dl.DloopTypeError, "E-item", "Python number", "np.where")
+
+
+def test_body_with_the_wrong_number_of_parameters(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, N, lambda v: v * 2.0, X)  # E-arity
+    check(e, dl.DloopTypeError, "E-arity", "body_fun", "body_fun(i, carry)")
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.while_loop(lambda v: v > 2.0, lambda i, v: v * 0.5, X)  # E-arity-while
+    check(e, dl.DloopTypeError, "E-arity-while", "body_fun(carry)")
+
+
+def test_python_float_for_an_integer_carry(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, 3, lambda i, c: (c[0] * 2.0, 0.5), (X, 1))  # E-int-carry
+    check(e, dl.DloopTypeError, "E-int-carry", "0.5", "carry[1]", "int64")
+
+
+def test_python_int_for_a_float_carry_is_fine(backend):
+    out = dl.fori_loop(0, 3, lambda i, c: (c[0] * 2.0, 7), (X, 1.5))
+    np.testing.assert_allclose(out[0], X * 8.0)
+    assert out[1] == 7.0 and out[1].dtype == np.float64
+
+
+def test_cond_returning_a_python_bool(backend):
+    steps = []
+
+    def cond(v):
+        steps.append(1)
+        return len(steps) < 3
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.while_loop(cond, lambda v: v * 0.5, X)  # E-cond-python
+    check(e, dl.DloopTypeError, "E-cond-python", "traces cond_fun once", "carry")
+
+
+def test_bad_max_steps(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.while_loop(lambda v: v > 2.0, lambda v: v * 0.5, X, max_steps=-1)  # E-max-steps
+    check(e, dl.DloopValueError, "E-max-steps", "max_steps", "non-negative int")

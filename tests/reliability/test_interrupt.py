@@ -1,0 +1,61 @@
+"""Ctrl-C during a long gradient: KeyboardInterrupt reaches the caller soon, no worker runs
+on after it, and the next call in the same process gives the right gradient."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dloop.backends.base import available
+
+pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="needs the cpu backend")
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, threading, time
+    import numpy as np
+    import dloop as dl
+    dl.config.update("backend", "cpu")
+    dl.config.update("num_threads", {threads})
+    rng = np.random.default_rng(0)
+    x = rng.random(200_000)
+    n = rng.integers(0, 3000, size=200_000)
+
+    def loss(x, n):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x).sum()
+
+    small = slice(0, 3000)
+    before = dl.grad(loss)(x[small], n[small])
+    threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    try:
+        dl.grad(loss)(x, n)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted after", round(time.monotonic() - start, 2))
+    # No worker still computes: CPU time stops growing once the call has returned.
+    cpu = time.process_time(); time.sleep(0.5); spent = time.process_time() - cpu
+    print("cpu while idle", round(spent, 3))
+    after = dl.grad(loss)(x[small], n[small])
+    print("same", np.array_equal(before, after))
+    # and it is the right gradient: central differences in float64 on a few elements
+    h = 1e-6
+    for j in (0, 1, 2):
+        e = np.zeros(3000); e[j] = h
+        fd = (loss(x[small] + e, n[small]) - loss(x[small] - e, n[small])) / (2 * h)
+        assert abs(fd - after[j]) < 1e-5 * max(1.0, abs(fd)), (j, fd, after[j])
+    print("fd ok")
+""")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ctrl_c_during_a_long_gradient(threads):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(threads=threads)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    assert "interrupted" in lines, proc.stdout
+    assert float(lines["interrupted"].split()[-1]) < 10.0, proc.stdout
+    assert float(lines["cpu"].split()[-1]) < 0.1, proc.stdout
+    assert lines["same"] == "True", proc.stdout
+    assert "fd ok" in proc.stdout

@@ -1,0 +1,73 @@
+"""Many Python threads calling dloop at once get exactly the single-threaded results, and
+changing num_threads while others run breaks nothing."""
+
+import threading
+
+import pytest
+
+import dloop as dl
+from dloop.backends.base import available
+
+import reliability_workload as workload
+
+pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="needs the cpu backend")
+
+
+def _in_threads(n_threads, target):
+    errors = []
+
+    def guarded(t):
+        try:
+            target(t)
+        except BaseException as e:       # reported by the main thread
+            errors.append((t, repr(e)))
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_eight_threads_fifty_mixed_calls_are_bit_identical():
+    with dl.config.override(backend="cpu"):
+        expected = workload.references()
+        mismatches = []
+
+        def worker(t):
+            for j in range(50):
+                k = (t * 7 + j * 5) % workload.CALLS
+                if workload.run(k) != expected[k]:
+                    mismatches.append((t, j, k))
+        _in_threads(8, worker)
+    assert not mismatches, f"{len(mismatches)} of 400 results differ: {mismatches[:10]}"
+
+
+def test_changing_num_threads_while_other_threads_launch():
+    """jit calls only: they use no adstack heap, so this checks the pool alone."""
+    jit_calls = [k for k in range(workload.CALLS) if k % 6 == 3]
+    with dl.config.override(backend="cpu"):
+        expected = workload.references()
+        mismatches = []
+        stop = threading.Event()
+
+        def changer():
+            k = 0
+            while not stop.is_set():
+                dl.config.update("num_threads", 1 + k % 3)
+                k += 1
+
+        def worker(t):
+            for j in range(12):
+                k = jit_calls[(t + j) % len(jit_calls)]
+                if workload.run(k) != expected[k]:
+                    mismatches.append((t, j, k))
+        flipper = threading.Thread(target=changer)
+        flipper.start()
+        try:
+            _in_threads(4, worker)
+        finally:
+            stop.set()
+            flipper.join()
+            dl.config.update("num_threads", None)
+    assert not mismatches, mismatches
