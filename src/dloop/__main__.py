@@ -5,7 +5,8 @@ import platform
 import sys
 
 from . import __version__
-from .backends.base import CAPABILITIES, available
+from .backends import TABLE
+from .backends.base import available
 from .config import config
 from .runtime import cache
 
@@ -22,7 +23,7 @@ def info(out=sys.stdout):
     print(f"dloop {__version__} (Python {platform.python_version()}, NumPy {numpy.__version__})",
           file=out)
     print("backends:", file=out)
-    for name in CAPABILITIES:
+    for name in TABLE:
         ok, why = available(name)
         print(f"  {name:<10} {'available' if ok else 'unavailable: ' + why}", file=out)
     directory = config.cache_dir

@@ -12,7 +12,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from dloop.backends.base import CAPABILITIES, available
+from dloop.backends import TABLE
+from dloop.backends.base import available
 
 PROGRAMS = 40
 
@@ -107,7 +108,7 @@ def programs(seed):
     return [GENERATORS[rng.integers(len(GENERATORS))](rng) for _ in range(PROGRAMS)]
 
 
-@pytest.mark.parametrize("backend", list(CAPABILITIES))
+@pytest.mark.parametrize("backend", list(TABLE))
 def test_invalid_programs_are_clear_errors(backend):
     ok, why = available(backend)
     if not ok:
