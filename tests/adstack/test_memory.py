@@ -178,12 +178,19 @@ def test_threads_have_their_own_heaps(backend):
     assert wrong == []
 
 
-def test_offsets_beyond_32_bits_are_refused_without_64_bit_integers(backend):
-    from dloop.backends.base import get_backend
-    if get_backend(backend).caps.index64:
-        pytest.skip(f"{backend} indexes with 64 bits")
-    n = np.array([2 ** 31])
-    with pytest.raises(dl.DloopValueError, match="32 bits") as e:
-        dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.5, x).sum())(np.ones(1))
-    assert __file__ in str(e.value)
-    assert np.isfinite(_grad(np.ones(10), 5)).all()
+def test_offsets_beyond_32_bits_are_refused_without_64_bit_integers(monkeypatch):
+    """On a device whose kernels index with 32 bits (the toy backend of tests/toy_backend.py),
+    a launch whose adstack offsets would not fit is refused before anything is allocated."""
+    from dloop.backends import TABLE, Row
+    monkeypatch.setitem(TABLE, "toy", Row("toy_backend", "ToyBackend", ()))
+    previous = dl.config.backend
+    dl.config.update("backend", "toy")
+    try:
+        n = np.array([2 ** 31])
+        with pytest.raises(dl.DloopValueError, match="32 bits") as e, \
+                dl.config.override(max_adstack_bytes=1 << 40):     # nothing is allocated
+            dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.5, x).sum())(np.ones(1))
+        assert __file__ in str(e.value)
+        assert np.isfinite(_grad(np.ones(10), 5)).all()
+    finally:
+        dl.config.update("backend", previous)

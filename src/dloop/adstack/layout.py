@@ -20,13 +20,18 @@ class LoopLayout:
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap):
+def loop_layout(info, cap, order=None):
+    """With `order` (the elements in the order threads run them), the slices are laid out in
+    that order, so threads that run together write neighbouring memory."""
     cap = np.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
+    ordered = cap if order is None else cap[order]
     start = np.zeros_like(cap)
     if cap.size:
-        np.cumsum(cap[:-1], out=start[1:])
-    total = int(start[-1] + cap[-1]) if cap.size else 0
+        np.cumsum(ordered[:-1], out=start[1:])
+    total = int(start[-1] + ordered[-1]) if cap.size else 0
+    if order is not None:
+        start[order] = start.copy()
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)

@@ -45,6 +45,10 @@ class Caps:
     max_buffer_bytes: int = 1 << 62    # the largest buffer one binding can address
     align: int = 64                    # heap region alignment, bytes
     native_math: frozenset = ALL_MATH  # (op, dtype name) pairs rendered without legalization
+    # Run the elements of a kernel with per-element loops ordered by trip count (longest
+    # first) where the trip counts are known at launch: for backends that run groups of
+    # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.
+    order_elements: bool = False
 
 
 _instances = {}

@@ -14,6 +14,11 @@ mutable state, and each has a fixed meaning every backend implements the same wa
 * CountMax(c, v): counter c = max(counter c, v); counters start at 0 and are stored to
   counts[c * n_threads + tid] when the thread ends.
 
+A kernel with an 'order' buffer runs its threads in that order: the thread in slot t
+(0 <= t < n) runs element order[t], and `tid` is that element for every use (loads, stores,
+stacks' start and cap, counters). Backends that run consecutive slots together (SIMD lanes,
+GPU warps) then run elements of equal trip counts together; see runtime/execute.py.
+
 Every statement carries `src`, the user's file:line it was lowered from (or None), so that
 renderers can point debug information (#line, OpLine) at the user's code.
 """
@@ -154,7 +159,8 @@ class CountMax:
 
 @dataclass(frozen=True)
 class BufferSpec:
-    """kind: 'in', 'out', 'faults', 'counts', 'accum' (a zeroed array that AtomicAdds fill,
+    """kind: 'in', 'out', 'faults', 'counts', 'order' (the element each thread slot runs),
+    'accum' (a zeroed array that AtomicAdds fill,
     key ('accum', the gathered table's buffer)), or for adstacks 'region', 'start', 'cap'
     with key (loop_id, dtype name) for regions and loop_id for start/cap."""
     kind: str

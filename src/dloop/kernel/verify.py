@@ -6,9 +6,8 @@ import numpy as np
 
 from . import kir
 
-_READABLE = {"in", "out", "region", "start", "cap", "counts", "accum", "faults"}
+_READABLE = {"in", "out", "region", "start", "cap", "counts", "accum", "faults", "order"}
 _WRITABLE = {"out", "counts"}
-_I64 = np.dtype(np.int64)
 
 
 class KernelIRError(Exception):

@@ -110,12 +110,18 @@ class Execution:
         n = plan.n_threads
         outs = {v: be.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
                 if v.id not in kernel.accum_outputs}
-        layouts = {}
+        layouts, work = {}, []
         for token in plan.external_tokens:
             layouts.update(env[token].layouts)
+            work.append(env[token].trips)
+        order = None
         if n and plan.nests:
-            layouts.update(self._size_nests(plan, env, n))
-        buffers = self._bind(kernel, plan, env, outs, layouts, None) if n else None
+            caps = self._capacities(plan, env, n)
+            order = self._order(kernel, work + list(caps.values()))
+            layouts.update(self._lay_out(plan, caps, order))
+        elif n:
+            order = self._order(kernel, work)
+        buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
         if n:
             self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
                                                  for v in plan.vars.values()])
@@ -145,7 +151,15 @@ class Execution:
         if kernel.faults:
             self.pending.append((kernel, buffers[kernel.buffer_index("faults")], layouts))
 
-    def _size_nests(self, plan, env, n):
+    def _order(self, kernel, work):
+        """The elements by decreasing work (the sum of their loops' trip counts), for a
+        kernel compiled to run them in an order; None otherwise."""
+        if kernel.buffer_index("order") is None:
+            return None
+        total = sum(self.backend.to_numpy(w).reshape(-1).astype(np.int64) for w in work)
+        return work_order(total)
+
+    def _capacities(self, plan, env, n):
         caps, to_count = {}, False
         self.sync()
         for nest in plan.nests:
@@ -159,11 +173,14 @@ class Execution:
                     caps[loop_id] = capacity.evaluate(expr, host_env, plan.step.shape)
         if to_count:
             caps.update(self._count(plan, env, n))
+        return caps
+
+    def _lay_out(self, plan, caps, order):
         lease = self.heap_lease()
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
-                layout = loop_layout(info, caps[loop_id])
+                layout = loop_layout(info, caps[loop_id], order)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
@@ -184,7 +201,7 @@ class Execution:
         counts = counts.reshape(len(kernel.counters), n)
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
-    def _bind(self, kernel, plan, env, outs, layouts, n_counts):
+    def _bind(self, kernel, plan, env, outs, layouts, n_counts, order=None):
         be = self.backend
         buffers = []
         for spec in kernel.buffers:
@@ -199,6 +216,8 @@ class Execution:
             elif spec.kind == "accum":
                 table = kernel.buffers[spec.key[1]]
                 buffers.append(be.zeros(plan.vars[table.key].aval.size, spec.dtype))
+            elif spec.kind == "order":
+                buffers.append(be.upload(order, np.int64))
             elif spec.kind == "counts":
                 buffers.append(be.zeros(len(kernel.counters) * n_counts, np.int64))
             elif spec.kind == "region":
@@ -219,6 +238,16 @@ class DeviceLayout:
         self.cap = backend.upload(layout.cap, np.int64)
         self.start = backend.upload(layout.start, np.int64)
         self.regions = regions
+
+
+def work_order(work):
+    """Indices of `work` from largest to smallest, by a stable sort of a 16-bit key (NumPy
+    sorts 16-bit integers by radix: linear time); equal keys keep their order. Above 65,535
+    the work is scaled down, which orders it to within 1/65,535 of its maximum."""
+    top = int(work.max()) if work.size else 0
+    scaled = work if top < 65536 else work // (top // 65535 + 1)
+    key = (65535 - scaled).astype(np.uint16)
+    return np.argsort(key, kind="stable").astype(np.int64)
 
 
 def _value(env, x):

@@ -14,6 +14,7 @@ import numpy as np
 from ..adstack import capacity
 from ..config import config
 from ..ir import prims
+from ..kernel import kir
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep, schedule
 from ..kernel.verify import check_kernel
@@ -107,10 +108,15 @@ def _plan(step, backend, timings):
                   capacity.nest_infos(op.params["info"]))
              for op in step.ops if op.prim is prims.loop_tape_p]
     made = {o for op in step.ops for o in op.outputs}
+    external_tokens = [op.inputs[0] for op in step.ops
+                       if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
+    # Trip counts are known at launch wherever adstacks are sized (own nests) or were sized
+    # (the tapes of an earlier kernel): there the elements can run in order of work.
+    if backend.caps.order_elements and (nests or external_tokens):
+        kernel.buffers.append(kir.BufferSpec("order", np.dtype(np.int64)))
     plan = KernelPlan(
         step, _kernel(backend, timings, kernel), nests,
-        external_tokens=[op.inputs[0] for op in step.ops
-                         if op.prim is prims.loop_bwd_p and op.inputs[0] not in made],
+        external_tokens=external_tokens,
         vars={v.id: v for v in step.inputs + step.outputs},
         n_threads=int(np.prod(step.shape, dtype=np.int64)))
     to_count = tuple(sorted(loop_id for nest in nests for loop_id, e in nest.exprs.items()

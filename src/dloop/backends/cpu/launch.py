@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ...config import config
 from ...kernel import kir
-from ..base import Backend, HostMemory
+from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
 from . import simd
 from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
@@ -83,6 +83,7 @@ class CpuBackend(HostMemory, Backend):
     without loops use the scalar renderer, whose thread loop LLVM vectorizes by itself."""
     name = "cpu"
     simd = True
+    caps = Caps(order_elements=True)
 
     def __init__(self):
         super().__init__()
@@ -160,3 +161,4 @@ class CpuScalarBackend(CpuBackend):
     """The CPU backend with one element per thread in every kernel."""
     name = "cpu-scalar"
     simd = False
+    caps = Caps()

@@ -59,10 +59,12 @@ class Renderer:
         tid.add_incoming(start, pre)
         b.cbranch(b.icmp_signed("<", tid, end), body, done)
         b.position_at_end(body)
-        self.env[k.tid] = tid
-        self._thread_start(tid)
+        order = k.buffer_index("order")
+        element = tid if order is None else self.load(order, tid, np.dtype(np.int64))
+        self.env[k.tid] = element
+        self._thread_start(element)
         self.block(k.body)
-        self._thread_end(tid)
+        self._thread_end(element)
         tid.add_incoming(b.add(tid, I64(1)), b.block)
         b.branch(header)
         b.position_at_end(done)

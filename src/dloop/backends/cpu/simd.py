@@ -82,7 +82,9 @@ class SimdRenderer:
         return ptrs
 
     def _contiguous(self, index):
-        return index is self.kernel.tid
+        """Whether lanes read consecutive elements: the thread's own, when slots are
+        elements (no 'order' buffer)."""
+        return index is self.kernel.tid and not self.ordered
 
     def load_vec(self, buf, index_var, dtype, mask):
         elem = storage_type(dtype)
@@ -148,6 +150,14 @@ class SimdRenderer:
         ends = b.shuffle_vector(last, ir.Constant(v64, None), splat(vec(I32, W), 0))
         self.mask = b.icmp_signed("<", tid, ends)
         self.group = group                   # the group's first thread, for vector loads
+        order = k.buffer_index("order")
+        self.ordered = order is not None
+        if self.ordered:                     # slot t runs element order[t]
+            elem = storage_type(np.int64)
+            fn = self.function(f"llvm.masked.load.{vector_ops.suffix(v64)}.p0", v64,
+                               [PTR, I32, self.mask.type, v64])
+            ptr = b.gep(self.bufs[order], [group], source_etype=elem)
+            tid = b.call(fn, [ptr, I32(8), self.mask, ir.Constant(v64, None)])
         self.env[k.tid] = tid
         self._thread_start()
         self.block(k.body)

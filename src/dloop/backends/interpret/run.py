@@ -17,12 +17,14 @@ class _Thread:
 
     def __init__(self, kernel, n, buffers):
         self.kernel, self.n, self.buffers = kernel, n, buffers
-        tid = np.arange(n, dtype=np.int64)
+        order = kernel.buffer_index("order")
+        tid = buffers[order] if order is not None else np.arange(n, dtype=np.int64)
+        self.tid = tid
         self.env = {kernel.tid: tid}
         self.stacks = []
         for s in kernel.stacks:
-            cap = buffers[s.cap]
-            base = s.group_size * buffers[s.start] + s.index * cap
+            cap = buffers[s.cap][tid]
+            base = s.group_size * buffers[s.start][tid] + s.index * cap
             self.stacks.append({"base": base, "cap": cap, "sp": np.zeros(n, np.int64)})
         self.counters = [np.zeros(n, np.int64) for _ in kernel.counters]
 
@@ -30,7 +32,8 @@ class _Thread:
         self.block(self.kernel.body, np.ones(self.n, dtype=bool))
         if self.counters:
             counts = self.buffers[self.kernel.buffer_index("counts")]
-            counts[:] = np.concatenate(self.counters)
+            for c, values in enumerate(self.counters):
+                counts[c * self.n + self.tid] = values
 
     def val(self, x):
         if isinstance(x, kir.Const):
