@@ -1,8 +1,10 @@
+import nvrtc_check
 import pytest
 
 import dloop
 from dloop.backends import TABLE
 from dloop.backends.base import available
+from dloop.runtime.program import KERNEL_HOOKS
 
 BACKENDS = list(TABLE)
 # Backends that compile kernels (every one but the interpreter, the oracle they are checked
@@ -36,3 +38,19 @@ def _private_kernel_cache(tmp_path_factory):
     dloop.config.update("cache_dir", str(tmp_path_factory.mktemp("kernel-cache")))
     yield
     dloop.config.update("cache_dir", previous)
+
+
+def pytest_report_header(config):
+    return "offline CUDA check: " + ("on, " if nvrtc_check.status()[0] else "off, ") + \
+        nvrtc_check.status()[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cuda_offline_check():
+    """Without a GPU, every generated kernel still goes through the CUDA renderer and NVRTC."""
+    if not nvrtc_check.status()[0]:
+        yield
+        return
+    KERNEL_HOOKS.append(nvrtc_check.check)
+    yield
+    KERNEL_HOOKS.remove(nvrtc_check.check)

@@ -3,10 +3,11 @@ and can be changed at run time with `dloop.config.update(name, value)`."""
 
 import os
 
+from .backends import TABLE
 from .errors import DloopValueError
 from .trace.source import user_location
 
-_BACKENDS = ("cpu", "interpret")
+_BACKENDS = tuple(TABLE)
 
 
 def _parse_capacity(text):
