@@ -29,10 +29,11 @@ from .trace.tracer import Builder, Tracer
 _last_backend = [None]
 
 
-def _as_input(x, path, where):
+def _as_input(x, path, where, device=True):
+    """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
     if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
-        return libraries.to_numpy(x, where)
+        return libraries.to_input(x, device, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
 
 
@@ -41,15 +42,16 @@ class _Library:
 
     def __init__(self, leaves, where):
         self.name, self.example = libraries.common_library(leaves, where)
+        self.backend = config.backend or libraries.default_backend(self.example)
 
     def out(self, tree):
         leaves, td = pytree.flatten(tree)
-        return pytree.unflatten(td, [libraries.from_numpy(np.asarray(x), self.name,
-                                                          self.example) for x in leaves])
+        return pytree.unflatten(td, [libraries.from_numpy(x, self.name, self.example)
+                                     for x in leaves])
 
 
-def _backend():
-    backend = get_backend(config.backend or "cpu")
+def _backend(library=None):
+    backend = get_backend(library.backend if library else config.backend or "cpu")
     _last_backend[0] = backend
     return backend
 
@@ -58,7 +60,8 @@ def _trace(fn, args, where):
     leaves, treedef = pytree.flatten(list(args))
     library = _Library(leaves, where)
     paths = pytree.leaf_paths(treedef, "args")
-    arrays = [_as_input(x, p, where) for x, p in zip(leaves, paths)]
+    on_device = library.backend == "cuda"
+    arrays = [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
     with Builder() as b:
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
         out = fn(*pytree.unflatten(treedef, tracers))
@@ -78,11 +81,11 @@ _PROGRAM_CACHE_SIZE = 256
 _PROGRAMS_LOCK = threading.Lock()
 
 
-def _run(graph, consts, args, transform=None, kind="jit"):
+def _run(graph, consts, args, transform=None, kind="jit", library=None):
     """Run `graph` (after `transform`, e.g. its VJP) on the backend. The scheduled and compiled
     program is kept under the trace's canonical text: a later call with the same text, the
     usual case in a loop over calls, only retraces, then runs."""
-    backend = _backend()
+    backend = _backend(library)
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
     with _PROGRAMS_LOCK:
@@ -110,7 +113,7 @@ def run_eagerly(thunk, operands):
     where = user_location()
     library = _Library(pytree.flatten(operands)[0], where)
     graph, consts, _, out_td, _ = _trace(thunk, [], where)
-    return library.out(pytree.unflatten(out_td, _run(graph, consts, [])))
+    return library.out(pytree.unflatten(out_td, _run(graph, consts, [], library=library)))
 
 
 def jit(fun):
@@ -119,7 +122,8 @@ def jit(fun):
     def jitted(*args):
         where = user_location()
         graph, consts, arrays, out_td, library = _trace(fun, args, where)
-        return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays)))
+        return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays,
+                                                         library=library)))
     return jitted
 
 
@@ -175,7 +179,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
             if np.issubdtype(o.aval.dtype, np.floating)]
         results = _run(graph, consts, arrays + cts, lambda g: vjp_graph(g, wrt),
-                       kind=("grad", tuple(wrt)))
+                       kind=("grad", tuple(wrt)), library=library)
         n_out = len(graph.outputs)
         value = pytree.unflatten(out_td, results[:n_out])
         grads, cursor = [], n_out
@@ -217,7 +221,7 @@ def vjp(fun, *primals, has_aux=False):
     check_graph(joint, consts)
     fwd, bwd, residuals = _split(joint, n_main, len(graph.inputs))
     aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
-    backend = _backend()
+    backend = _backend(library)
     execution = Execution(backend)
     fwd_out = execution.run(compile_program(schedule(
         Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
@@ -232,7 +236,7 @@ def vjp(fun, *primals, has_aux=False):
         if len(cts) != len(out_shapes):
             raise DloopTypeError("the cotangent must have the structure of the function's "
                                  "output", user_location())
-        cts = [libraries.to_numpy(c).astype(a.dtype).reshape(a.shape)
+        cts = [libraries.to_input(c, backend.name == "cuda").astype(a.dtype).reshape(a.shape)
                if tuple(np.shape(c)) == a.shape else _bad_ct(c, a) for c, a in zip(cts, out_shapes)]
         grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,
                                                                           res_vals + cts)

@@ -79,8 +79,10 @@ def _shl(a, dt, out):
 
 def _bitcast(a, dt, out):
     src, dst = np.dtype(dt).name, np.dtype(out).name
-    fn = {("float64", "int64"): "__double_as_longlong", ("int64", "float64"): "__longlong_as_double",
-          ("float32", "int32"): "__float_as_int", ("int32", "float32"): "__int_as_float"}[src, dst]
+    fn = {("float64", "int64"): "__double_as_longlong",
+          ("int64", "float64"): "__longlong_as_double",
+          ("float32", "int32"): "__float_as_int",
+          ("int32", "float32"): "__int_as_float"}[src, dst]
     return f"{fn}({a[0]})"
 
 
