@@ -3,6 +3,8 @@ device and launched on CuPy's current stream, one thread per element; device arr
 arrays. Launches are asynchronous: heap buffers replaced while work is queued are kept until
 synchronize() has passed that work."""
 
+import threading
+
 import cupy
 import numpy as np
 
@@ -27,7 +29,8 @@ class CudaBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self._retired = []          # replaced heap buffers queued work may still read
+        self._retired = []          # (event, replaced heap buffer) queued work may still read
+        self._retired_lock = threading.Lock()
 
     @classmethod
     def probe(cls):
@@ -95,7 +98,14 @@ class CudaBackend(Backend):
         return region.copy()
 
     def release(self, raw):
-        self._retired.append(raw)
+        """Keep `raw` until the work queued so far has finished: an event marks that point."""
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record()
+        with self._retired_lock:
+            self._retired = self._pending_buffers() + [(event, raw)]
+
+    def _pending_buffers(self):
+        return [(e, r) for e, r in self._retired if not e.done]
 
     # -- execution --
     def launch(self, kernel, n_threads, buffers):
@@ -104,4 +114,5 @@ class CudaBackend(Backend):
 
     def synchronize(self):
         cupy.cuda.get_current_stream().synchronize()
-        self._retired.clear()
+        with self._retired_lock:         # buffers other threads' streams still use stay
+            self._retired = self._pending_buffers()
