@@ -35,7 +35,7 @@ class Expr:
 class Const(Expr):
     value: int
 
-    def evaluate(self, env, shape):
+    def evaluate(self, env, shape, xp):
         return np.int64(self.value)
 
     def trend(self, loop):
@@ -50,8 +50,8 @@ class Read(Expr):
     """An integer array known at launch, read at the element's index: n[j]."""
     var: Var
 
-    def evaluate(self, env, shape):
-        return np.broadcast_to(np.asarray(env[self.var]).astype(np.int64), shape)
+    def evaluate(self, env, shape, xp):
+        return xp.broadcast_to(xp.asarray(env[self.var]).astype(np.int64), shape)
 
     def trend(self, loop):
         return 0
@@ -68,7 +68,7 @@ class Index(Expr):
     """The index of an enclosing fori loop (bound by a MaxOver around this expression)."""
     loop: int
 
-    def evaluate(self, env, shape):
+    def evaluate(self, env, shape, xp):
         return env[("index", self.loop)]
 
     def trend(self, loop):
@@ -85,13 +85,13 @@ class Gather(Expr):
     var: Var
     indices: tuple
 
-    def evaluate(self, env, shape):
-        table = np.asarray(env[self.var]).astype(np.int64)
+    def evaluate(self, env, shape, xp):
+        table = xp.asarray(env[self.var]).astype(np.int64)
         idx = []
         for e, dim in zip(self.indices, table.shape):
-            i = np.broadcast_to(e.evaluate(env, shape), shape)
-            idx.append(np.clip(np.where(i < 0, i + dim, i), 0, max(dim - 1, 0)))
-        return table[tuple(idx)] if table.size else np.zeros(shape, np.int64)
+            i = xp.broadcast_to(xp.asarray(e.evaluate(env, shape, xp)), shape)
+            idx.append(xp.clip(xp.where(i < 0, i + dim, i), 0, max(dim - 1, 0)))
+        return table[tuple(idx)] if table.size else xp.zeros(shape, np.int64)
 
     def trend(self, loop):
         return None if any(e.trend(loop) != 0 for e in self.indices) else 0
@@ -109,9 +109,9 @@ class Binary(Expr):
     a: Expr
     b: Expr
 
-    def evaluate(self, env, shape):
-        a, b = self.a.evaluate(env, shape), self.b.evaluate(env, shape)
-        return _BINARY[self.op](a, b)
+    def evaluate(self, env, shape, xp):
+        a, b = self.a.evaluate(env, shape, xp), self.b.evaluate(env, shape, xp)
+        return getattr(xp, _BINARY[self.op])(a, b)
 
     def trend(self, loop):
         ta, tb = self.a.trend(loop), self.b.trend(loop)
@@ -136,8 +136,8 @@ class Binary(Expr):
         return f"({self.a} {self.op} {self.b})"
 
 
-_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "max": np.maximum,
-           "min": np.minimum}
+_BINARY = {"+": "add", "-": "subtract", "*": "multiply", "max": "maximum",
+           "min": "minimum"}
 
 
 def _combine(ta, tb):
@@ -156,19 +156,19 @@ class MaxOver(Expr):
     upper: Expr
     body: Expr
 
-    def evaluate(self, env, shape):
-        lo = np.broadcast_to(self.lower.evaluate(env, shape), shape)
-        hi = np.broadcast_to(self.upper.evaluate(env, shape), shape)
-        count = np.maximum(hi - lo, 0)
+    def evaluate(self, env, shape, xp):
+        lo = xp.broadcast_to(xp.asarray(self.lower.evaluate(env, shape, xp)), shape)
+        hi = xp.broadcast_to(xp.asarray(self.upper.evaluate(env, shape, xp)), shape)
+        count = xp.maximum(hi - lo, 0)
         key = ("index", self.loop)
         if self.body.trend(self.loop) is not None:
             # Monotone in i: the maximum over the range is at one of its ends.
-            ends = [self.body.evaluate({**env, key: end}, shape) for end in (lo, hi - 1)]
-            return np.where(count > 0, np.maximum(*ends), 0)
-        best = np.zeros(shape, np.int64)
-        for t in range(int(count.max()) if count.size else 0):
-            value = self.body.evaluate({**env, key: lo + t}, shape)
-            best = np.where(t < count, np.maximum(best, value), best)
+            ends = [self.body.evaluate({**env, key: end}, shape, xp) for end in (lo, hi - 1)]
+            return xp.where(count > 0, xp.maximum(*ends), 0)
+        best = xp.zeros(shape, np.int64)
+        for t in range(int(count.max()) if count.size else 0):     # one scalar read
+            value = self.body.evaluate({**env, key: lo + t}, shape, xp)
+            best = xp.where(t < count, xp.maximum(best, value), best)
         return best
 
     def trend(self, loop):
@@ -186,10 +186,11 @@ def trip_count(lower, upper):
     return Binary("max", upper - lower, Const(0))
 
 
-def evaluate(expr, env, shape):
-    """Per-element int64 capacities, flattened in element order."""
-    out = np.broadcast_to(expr.evaluate(env, tuple(shape)), tuple(shape))
-    return np.ascontiguousarray(out, dtype=np.int64).reshape(-1)
+def evaluate(expr, env, shape, xp=np):
+    """Per-element int64 capacities, flattened in element order, as an array of `xp` (the
+    backend's namespace: on a GPU they are computed where the bounds live)."""
+    out = xp.broadcast_to(xp.asarray(expr.evaluate(env, tuple(shape), xp)), tuple(shape))
+    return xp.ascontiguousarray(out, dtype=np.int64).reshape(-1)
 
 
 def capacities(op):

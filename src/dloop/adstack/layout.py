@@ -9,16 +9,16 @@ import numpy as np
 
 @dataclass
 class LoopLayout:
-    cap: np.ndarray          # int64 per element: slots per stack
-    start: np.ndarray        # int64 per element: exclusive prefix sum of cap
+    cap: object              # int64 per element: slots per stack (an xp array)
+    start: object            # int64 per element: exclusive prefix sum of cap
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap):
-    cap = np.ascontiguousarray(cap, dtype=np.int64)
-    start = np.zeros_like(cap)
-    if cap.size:
-        np.cumsum(cap[:-1], out=start[1:])
+def loop_layout(info, cap, xp=np):
+    """cap: per-element capacities, an array of `xp` (the backend's namespace, so that a
+    GPU computes the prefix sum where the capacities are; only the total is read back)."""
+    cap = xp.ascontiguousarray(xp.asarray(cap), dtype=np.int64)
+    start = xp.cumsum(cap) - cap
     total = int(start[-1] + cap[-1]) if cap.size else 0
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):

@@ -130,31 +130,34 @@ class Execution:
             self.pending.append((kernel, buffers[kernel.buffer_index("faults")], layouts))
 
     def _size_nests(self, plan, env, n):
+        """Capacities and layouts are computed in the backend's namespace (on a GPU, on the
+        device); the only values read back are each loop's total slot count."""
         caps, to_count = {}, False
         self.sync()
+        xp = self.backend.xp
         for nest in plan.nests:
             for loop_id, expr in nest.exprs.items():
                 if config.adstack_capacity is not None:
-                    caps[loop_id] = np.full(n, config.adstack_capacity, dtype=np.int64)
+                    caps[loop_id] = xp.full(n, config.adstack_capacity, dtype=np.int64)
                 elif expr is None:
                     to_count = True
                 else:
-                    host_env = {v: self._host_int(env[v]) for v in expr.vars()}
-                    caps[loop_id] = capacity.evaluate(expr, host_env, plan.step.shape)
+                    launch_env = {v: self._xp_int(env[v]) for v in expr.vars()}
+                    caps[loop_id] = capacity.evaluate(expr, launch_env, plan.step.shape, xp)
         if to_count:
             caps.update(self._count(plan, env, n))
         lease = self.heap_lease()
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
-                layout = loop_layout(info, caps[loop_id])
+                layout = loop_layout(info, caps[loop_id], xp)
                 regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
                 layouts[loop_id] = DeviceLayout(layout, regions, self.backend)
         return layouts
 
-    def _host_int(self, val):
-        return self.backend.to_numpy(val.trips if isinstance(val, TapeHandle) else val)
+    def _xp_int(self, val):
+        return self.backend.to_host(val.trips if isinstance(val, TapeHandle) else val)
 
     def _count(self, plan, env, n):
         kernel = plan.counting.kernel
@@ -163,7 +166,7 @@ class Execution:
         self.backend.launch(plan.counting.artifact, n, buffers)
         self._collect(kernel, buffers, {})
         self.sync()
-        counts = self.backend.to_numpy(buffers[kernel.buffer_index("counts")])
+        counts = self.backend.to_host(buffers[kernel.buffer_index("counts")])
         counts = counts.reshape(len(kernel.counters), n)
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
@@ -193,8 +196,9 @@ class Execution:
 
 
 class DeviceLayout:
-    """A loop's layout on the device: per-element capacities and slice starts uploaded once,
-    the host copy of the capacities kept for error messages, and its heap regions."""
+    """A loop's layout on the device: per-element capacities and slice starts uploaded once
+    (already there where the backend computed them), the capacities as the backend's
+    array for error messages (read only when one is raised), and its heap regions."""
     __slots__ = ("cap", "start", "host_cap", "regions")
 
     def __init__(self, layout, regions, backend):
