@@ -41,8 +41,14 @@ def _private_kernel_cache(tmp_path_factory):
 
 
 def pytest_report_header(config):
-    return "offline CUDA check: " + ("on, " if nvrtc_check.status()[0] else "off, ") + \
-        nvrtc_check.status()[1]
+    active, why = nvrtc_check.status()
+    return f"offline CUDA check: {'on' if active else 'off'}, {why}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if nvrtc_check.COST["kernels"]:
+        terminalreporter.write_line("offline CUDA check: {kernels} distinct kernels compiled "
+                                    "by NVRTC in {seconds:.1f} s".format(**nvrtc_check.COST))
 
 
 @pytest.fixture(autouse=True, scope="session")

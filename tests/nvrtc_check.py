@@ -2,12 +2,15 @@
 is rendered as CUDA C and compiled to PTX, so a CUDA C error fails the test that made the
 kernel even on machines that cannot run it."""
 
+import time
+
 import pytest
 
 from dloop.backends.base import available
 
 ARCH = "compute_90"          # H100 / H200, the GPUs the cuda backend is run on
 _compiled = set()            # sources NVRTC accepted: the suite renders many kernels twice
+COST = {"kernels": 0, "seconds": 0.0}     # reported at the end of the session
 
 
 def status():
@@ -26,11 +29,14 @@ def check(kernel):
     """The kernel hook: render for CUDA, compile with NVRTC, fail the test with its log."""
     from dloop.backends.cuda.compile import CudaCompileError, compile_cuda
     from dloop.backends.cuda.render import render
+    start = time.perf_counter()
     source = render(kernel)
-    if source in _compiled:
-        return
-    try:
-        compile_cuda(source, ARCH)
-    except CudaCompileError as e:
-        pytest.fail(f"the CUDA C of kernel {kernel.name} does not compile:\n{e}", pytrace=False)
-    _compiled.add(source)
+    if source not in _compiled:
+        try:
+            compile_cuda(source, ARCH)
+        except CudaCompileError as e:
+            pytest.fail(f"the CUDA C of kernel {kernel.name} does not compile:\n{e}",
+                        pytrace=False)
+        _compiled.add(source)
+        COST["kernels"] += 1
+    COST["seconds"] += time.perf_counter() - start
