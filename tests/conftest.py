@@ -60,3 +60,10 @@ def _cuda_offline_check():
     KERNEL_HOOKS.append(nvrtc_check.check)
     yield
     KERNEL_HOOKS.remove(nvrtc_check.check)
+
+
+@pytest.fixture(autouse=True)
+def _cuda_offline_compile():
+    """Compiles the kernels the test rendered (see _cuda_offline_check) once it is done."""
+    yield
+    nvrtc_check.flush()

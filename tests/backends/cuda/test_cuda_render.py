@@ -163,10 +163,23 @@ def test_compile_error_carries_the_nvrtc_log():
 
 @pytest.mark.skipif(not nvrtc_check.status()[0], reason=nvrtc_check.status()[1])
 def test_offline_check_fails_a_test_on_bad_cuda_c(monkeypatch):
-    """The hook the suite runs on every kernel: broken CUDA C for `add` must fail the call."""
+    """The check the suite runs on every kernel: broken CUDA C for `add` must fail the test."""
     monkeypatch.setitem(ops.EXPR, "add", lambda a, dt, out: f"({a[0]} +* {a[1]})")
     monkeypatch.setattr("dloop.api._PROGRAMS", type(dl.api._PROGRAMS)())
     monkeypatch.setattr(nvrtc_check, "_compiled", set())
-    x = np.linspace(0.1, 1.0, 7)
+    nvrtc_check.flush()                   # what earlier fixtures made is not this test's
+    dl.jit(lambda x: x * 3.0 + 2.0)(np.linspace(0.1, 1.0, 7))
     with pytest.raises(pytest.fail.Exception, match="does not compile"):
-        dl.jit(lambda x: x * 3.0 + 2.0)(x)
+        nvrtc_check.flush()
+
+
+@pytest.mark.parametrize("dtype", [F64, F32, I64, I32], ids=lambda d: d.name)
+def test_atomic_add_compiles_in_every_dtype(dtype):
+    tid, i, v = kir.KVar(I64), kir.KVar(I64), kir.KVar(dtype)
+    kernel = kir.Kernel("acc", tid, [kir.Load(i, 0, tid), kir.Load(v, 1, tid),
+                                     kir.AtomicAdd(2, i, v)])
+    kernel.buffers = [kir.BufferSpec("in", I64, 0), kir.BufferSpec("in", dtype, 1),
+                      kir.BufferSpec("accum", dtype, ("accum", 1))]
+    source = render(kernel)
+    assert "atomicAdd(" in source
+    compile_cuda(source, nvrtc_check.ARCH)

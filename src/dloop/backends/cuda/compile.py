@@ -23,14 +23,15 @@ def nvrtc_version():
     return nvrtc.getVersion()
 
 
-def compile_cuda(source, arch, cubin=False):
-    """PTX (arch 'compute_XY') or a cubin (arch 'sm_XY') of `source`, as bytes."""
+def compile_cuda(source, arch, cubin=False, extra=()):
+    """PTX (arch 'compute_XY') or a cubin (arch 'sm_XY') of `source`, as bytes; `extra`:
+    more NVRTC options."""
     from cupy.cuda import nvrtc
     prog = nvrtc.createProgram(source, "dloop_kernel.cu", [header_text().encode()],
                                 [HEADER.encode()])
     try:
         try:
-            nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", *OPTIONS])
+            nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", *OPTIONS, *extra])
         except nvrtc.NVRTCError as e:
             raise CudaCompileError(f"NVRTC could not compile a generated kernel ({e}):\n"
                                    f"{nvrtc.getProgramLog(prog)}\n{_numbered(source)}") from None
