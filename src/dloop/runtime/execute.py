@@ -84,8 +84,13 @@ class Execution:
         pending, self.pending = self.pending, []
         if sys.is_finalizing():
             return
+        # One read for all the launches' flags: on a GPU each read is a transfer.
+        xp = self.backend.xp
+        host = self.backend.to_numpy(xp.concatenate([flags for _, flags, _ in pending]))
+        offset = 0
         for kernel, flags, layouts in pending:
-            fault_check.check(kernel, self.backend.to_numpy(flags), layouts)
+            fault_check.check(kernel, host[offset:offset + flags.size], layouts)
+            offset += flags.size
 
     def host(self, x):
         """x, readable by the host: the launches that made it finished, faults checked."""

@@ -116,4 +116,4 @@ def test_sizing_reads_back_only_scalars(monkeypatch):
     n = cp.arange(50_000) % 17
     g = dl.grad(lambda x: _decay(x, n))(cp.ones(50_000))
     np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** cp.asnumpy(n), rtol=1e-12)
-    assert reads and max(reads) <= 8
+    assert reads and max(reads) <= 64             # flags, never the 50,000 bounds
