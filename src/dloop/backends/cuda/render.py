@@ -54,7 +54,7 @@ class Renderer:
                   "+ threadIdx.x;")
         self.emit(f"if ({self.name(k.tid)} >= n_threads) return;")
         self._thread_start()
-        self.block(k.body)
+        self.statements(k.body)
         self._thread_end()
         params = ["const long long n_threads"] + [self._param(i, b)
                                                   for i, b in enumerate(k.buffers)]
@@ -89,10 +89,13 @@ class Renderer:
         for c in range(len(self.kernel.counters)):
             self.emit(f"buf{counts}[{c}LL * n_threads + {tid}] = counter{c};")
 
-    def block(self, stmts):
-        self.depth += 1
+    def statements(self, stmts):
         for s in stmts:
             getattr(self, "do_" + type(s).__name__)(s)
+
+    def block(self, stmts):
+        self.depth += 1
+        self.statements(stmts)
         self.depth -= 1
 
     def _dtype(self, buf):
