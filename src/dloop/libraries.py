@@ -55,7 +55,13 @@ def to_input(x, device, where=None):
     """x as the runtime takes it: with device=True, arrays on a CUDA device stay there as
     CuPy arrays (a torch tensor is shared through DLPack, not copied); all else is NumPy."""
     if device and on_cuda(x):
-        import cupy
+        try:
+            import cupy
+        except ImportError:
+            raise DloopNotImplementedError(
+                f"this {type(x).__name__} lives on a CUDA device, and dloop's cuda backend "
+                "needs CuPy: pip install 'dloop[cuda]' (or pass arrays in host memory)",
+                where) from None
         return x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
     return to_numpy(x, where)
 

@@ -1,5 +1,7 @@
 """Arrays of GPU libraries at the API boundary, where no GPU is needed to check them."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -29,3 +31,14 @@ def test_cpu_inputs_choose_the_cpu_backend():
     assert isinstance(g, torch.Tensor) and g.device.type == "cpu"
     np.testing.assert_array_equal(g.numpy(), [8.0, 8.0])    # d(8 v)/dv
     assert dl.api._last_backend[0].name == "cpu"
+
+
+def test_device_arrays_without_cupy_say_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(dl.libraries, "on_cuda", lambda x: isinstance(x, np.ndarray))
+    monkeypatch.setitem(sys.modules, "cupy", None)          # as if CuPy were not installed
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.jit(lambda v: v * 2.0)(np.ones(3))               # E-nocupy
+    message = str(e.value)
+    assert "pip install 'dloop[cuda]'" in message
+    line = next(k for k, text in enumerate(open(__file__), 1) if text.rstrip().endswith("E-nocupy"))
+    assert f"{__file__}:{line}" in message
