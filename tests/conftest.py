@@ -1,10 +1,12 @@
 import os
 
+import nvrtc_check
 import pytest
 
 import dloop
 from dloop.backends import TABLE, Row
 from dloop.backends.base import available
+from dloop.runtime.program import KERNEL_HOOKS
 
 if os.environ.get("DLOOP_TEST_TOY_BACKEND"):
     # tests/test_toy_backend.py: a backend added through the table alone runs every suite.
@@ -42,3 +44,32 @@ def _private_kernel_cache(tmp_path_factory):
     dloop.config.update("cache_dir", str(tmp_path_factory.mktemp("kernel-cache")))
     yield
     dloop.config.update("cache_dir", previous)
+
+
+def pytest_report_header(config):
+    active, why = nvrtc_check.status()
+    return f"offline CUDA check: {'on' if active else 'off'}, {why}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if nvrtc_check.COST["kernels"]:
+        terminalreporter.write_line("offline CUDA check: {kernels} distinct kernels compiled "
+                                    "by NVRTC in {seconds:.1f} s".format(**nvrtc_check.COST))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cuda_offline_check():
+    """Without a GPU, every generated kernel still goes through the CUDA renderer and NVRTC."""
+    if not nvrtc_check.status()[0]:
+        yield
+        return
+    KERNEL_HOOKS.append(nvrtc_check.check)
+    yield
+    KERNEL_HOOKS.remove(nvrtc_check.check)
+
+
+@pytest.fixture(autouse=True)
+def _cuda_offline_compile():
+    """Compiles the kernels the test rendered (see _cuda_offline_check) once it is done."""
+    yield
+    nvrtc_check.flush()

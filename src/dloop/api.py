@@ -27,10 +27,11 @@ _last_backend = [None]
 _DTYPES = ("bool", "int32", "int64", "float32", "float64")
 
 
-def _as_input(x, path, where):
+def _as_input(x, path, where, device=True):
+    """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
     if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
-        return _supported(libraries.to_numpy(x, where), path, where)
+        return _supported(libraries.to_input(x, device, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
 
 
@@ -68,15 +69,16 @@ class _Library:
 
     def __init__(self, leaves, where):
         self.name, self.example = libraries.common_library(leaves, where)
+        self.backend = config.backend or libraries.default_backend(self.example)
 
     def out(self, tree):
         leaves, td = pytree.flatten(tree)
-        return pytree.unflatten(td, [libraries.from_numpy(np.asarray(x), self.name,
-                                                          self.example) for x in leaves])
+        return pytree.unflatten(td, [libraries.from_numpy(x, self.name, self.example)
+                                     for x in leaves])
 
 
-def _backend():
-    backend = get_backend(config.backend or "cpu")
+def _backend(library=None):
+    backend = get_backend(library.backend if library else config.backend or "cpu")
     _last_backend[0] = backend
     return backend
 
@@ -85,7 +87,8 @@ def _trace(fn, args, where):
     leaves, treedef = pytree.flatten(list(args))
     library = _Library(leaves, where)
     paths = pytree.leaf_paths(treedef, "args")
-    arrays = [_as_input(x, p, where) for x, p in zip(leaves, paths)]
+    on_device = library.backend == "cuda"
+    arrays = [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
     with Builder() as b:
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
         out = fn(*pytree.unflatten(treedef, tracers))
@@ -105,11 +108,11 @@ _PROGRAM_CACHE_SIZE = 256
 _PROGRAMS_LOCK = threading.Lock()
 
 
-def _run(graph, consts, args, transform=None, kind="jit"):
+def _run(graph, consts, args, transform=None, kind="jit", library=None):
     """Run `graph` (after `transform`, e.g. its VJP) on the backend. The scheduled and compiled
     program is kept under the trace's canonical text: a later call with the same text, the
     usual case in a loop over calls, only retraces, then runs."""
-    backend = _backend()
+    backend = _backend(library)
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
     with _PROGRAMS_LOCK:
@@ -137,7 +140,7 @@ def run_eagerly(thunk, operands):
     where = user_location()
     library = _Library(pytree.flatten(operands)[0], where)
     graph, consts, _, out_td, _ = _trace(thunk, [], where)
-    return library.out(pytree.unflatten(out_td, _run(graph, consts, [])))
+    return library.out(pytree.unflatten(out_td, _run(graph, consts, [], library=library)))
 
 
 def jit(fun):
@@ -151,7 +154,8 @@ def jit(fun):
             return fun(*args)
         where = user_location()
         graph, consts, arrays, out_td, library = _trace(fun, args, where)
-        return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays)))
+        return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays,
+                                                         library=library)))
     return jitted
 
 
@@ -223,7 +227,7 @@ def _value_and_grad(fun, argnums, has_aux, name):
             np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
             if np.issubdtype(o.aval.dtype, np.floating)]
         results = _run(graph, consts, arrays + cts, lambda g: vjp_graph(g, wrt),
-                       kind=("grad", tuple(wrt)))
+                       kind=("grad", tuple(wrt)), library=library)
         n_out = len(graph.outputs)
         value = pytree.unflatten(out_td, results[:n_out])
         grads, cursor = [], n_out
@@ -283,7 +287,7 @@ def vjp(fun, *primals, has_aux=False):
     check_graph(joint, consts)
     fwd, bwd, residuals = _split(joint, n_main, len(graph.inputs))
     aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
-    backend = _backend()
+    backend = _backend(library)
     execution = Execution(backend)
     fwd_out = execution.run(compile_program(schedule(
         Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
@@ -298,7 +302,8 @@ def vjp(fun, *primals, has_aux=False):
         if len(cts) != len(out_shapes):
             raise DloopTypeError("the cotangent must have the structure of the function's "
                                  "output", user_location())
-        cts = [_cotangent(c, a, user_location()) for c, a in zip(cts, out_shapes)]
+        cts = [_cotangent(c, a, user_location(), backend.name == "cuda")
+               for c, a in zip(cts, out_shapes)]
         grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,
                                                                           res_vals + cts)
         return library.out(tuple(pytree.unflatten(
@@ -311,12 +316,12 @@ def vjp(fun, *primals, has_aux=False):
     return out, f_vjp
 
 
-def _cotangent(c, aval, where):
+def _cotangent(c, aval, where, device=False):
     if not isinstance(c, (bool, int, float, complex, np.generic, np.ndarray)) and \
             not array_api_compat.is_array_api_obj(c):
         raise DloopTypeError(f"a cotangent must be an array or a number, got "
                              f"{type(c).__name__} {c!r}", where)
-    array = libraries.to_numpy(c, where)
+    array = libraries.to_input(c, device, where)
     if array.dtype.kind not in "biuf":
         what = "complex: its imaginary part would be lost, and dloop differentiates real " \
             "functions only" if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"

@@ -37,20 +37,46 @@ def common_library(leaves, where):
         raise DloopTypeError(f"the arguments mix arrays of {' and '.join(sorted(found))}; "
                              "pass arrays of one library per call", where)
     lib = next(iter(found), NUMPY)
-    if lib == "cupy":
-        raise DloopNotImplementedError("CuPy arrays need the CUDA backend, which this version "
-                                       "does not have yet; pass NumPy arrays", where)
     return lib, found.get(lib)
+
+
+def on_cuda(x):
+    """Whether x lives in CUDA device memory (a CuPy array or a CUDA torch tensor)."""
+    return array_api_compat.is_cupy_array(x) or (
+        array_api_compat.is_torch_array(x) and x.device.type == "cuda")
+
+
+def default_backend(example):
+    """The backend for a call whose arrays are like `example`: cuda for arrays on a GPU."""
+    return "cuda" if example is not None and on_cuda(example) else "cpu"
+
+
+def to_input(x, device, where=None):
+    """x as the runtime takes it: with device=True, arrays on a CUDA device stay there as
+    CuPy arrays (a torch tensor is shared through DLPack, not copied); all else is NumPy."""
+    if device and on_cuda(x):
+        try:
+            import cupy
+        except ImportError:
+            raise DloopNotImplementedError(
+                f"this {type(x).__name__} lives on a CUDA device, and dloop's cuda backend "
+                "needs CuPy: pip install 'dloop[cuda]' (or pass arrays in host memory)",
+                where) from None
+        return x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
+    return to_numpy(x, where)
 
 
 def to_numpy(x, where=None):
     if isinstance(x, (np.ndarray, bool, int, float, np.generic)):
         return np.asarray(x)
+    if array_api_compat.is_cupy_array(x):
+        return x.get()                   # a host backend was chosen for device arrays
     if array_api_compat.is_torch_array(x):
+        if x.device.type == "cuda":
+            return x.detach().cpu().numpy()
         if x.device.type != "cpu":
-            raise DloopNotImplementedError(f"a torch tensor on {x.device} needs a GPU backend, "
-                                           "which this version does not have yet; pass a CPU "
-                                           "tensor", where)
+            raise DloopNotImplementedError(f"a torch tensor on {x.device} has no backend "
+                                           "here; pass a CPU or CUDA tensor", where)
         return np.from_dlpack(x.detach())
     if hasattr(x, "__dlpack__"):
         return np.from_dlpack(x)
@@ -58,10 +84,20 @@ def to_numpy(x, where=None):
 
 
 def from_numpy(array, library, example):
-    """`array` as an array of `library` (example: an input array of that library)."""
+    """`array` (NumPy, or CuPy from the cuda backend) as an array of `library` on the
+    example's device (example: an input array of that library)."""
+    if array_api_compat.is_cupy_array(array):
+        if library == "cupy":
+            return array
+        if library == "torch" and example.device.type == "cuda":
+            import torch
+            return torch.from_dlpack(array)
+        array = array.get()
+    array = np.asarray(array)
     if library == NUMPY or example is None:
         return array
     if library == "torch":
         import torch
-        return torch.from_numpy(np.require(array, requirements=["C", "W"]))
+        out = torch.from_numpy(np.require(array, requirements=["C", "W"]))
+        return out if example.device.type == "cpu" else out.to(example.device)
     return array_api_compat.array_namespace(example).asarray(array)

@@ -192,4 +192,4 @@ def test_invalid_setting_values(backend):
     check(e, dl.DloopValueError, "E-capacity", "non-negative int")
     with pytest.raises(dl.DloopValueError) as e:
         dl.config.update("backend", "tpu")  # E-backend
-    check(e, dl.DloopValueError, "E-backend", "interpret, cpu")
+    check(e, dl.DloopValueError, "E-backend", "interpret", "cpu", "cuda")

@@ -14,10 +14,11 @@ def _run(backend, kernel, n, buffers):
     ok, why = available(backend)
     if not ok:
         pytest.skip(why)
-    bufs = [b.copy() for b in buffers]
     be = get_backend(backend)
+    bufs = [be.upload(b, b.dtype) for b in buffers]     # device memory where there is one
     be.launch(be.compile(kernel), n, bufs)
-    return bufs
+    be.synchronize()
+    return [be.to_numpy(b) for b in bufs]
 
 
 def _loop_with_stack():

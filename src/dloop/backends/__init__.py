@@ -11,4 +11,5 @@ TABLE = {
     "interpret": Row("dloop.backends.interpret.launch", "InterpretBackend", ()),
     "cpu": Row("dloop.backends.cpu.launch", "CpuBackend", ("llvmlite",)),
     "cpu-scalar": Row("dloop.backends.cpu.launch", "CpuScalarBackend", ("llvmlite",)),
+    "cuda": Row("dloop.backends.cuda.launch", "CudaBackend", ("cupy",)),
 }

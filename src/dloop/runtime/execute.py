@@ -85,8 +85,13 @@ class Execution:
         pending, self.pending = self.pending, []
         if sys.is_finalizing():
             return
+        # One read for all the launches' flags: on a GPU each read is a transfer.
+        xp = self.backend.xp
+        host = self.backend.to_numpy(xp.concatenate([flags for _, flags, _ in pending]))
+        offset = 0
         for kernel, flags, layouts in pending:
-            fault_check.check(kernel, self.backend.to_numpy(flags), layouts)
+            fault_check.check(kernel, host[offset:offset + flags.size], layouts)
+            offset += flags.size
 
     def host(self, x):
         """x, readable by the host: the launches that made it finished, faults checked."""
@@ -229,8 +234,9 @@ class Execution:
 
 
 class DeviceLayout:
-    """A loop's layout on the device: per-element capacities and slice starts uploaded once,
-    the host copy of the capacities kept for error messages, and its heap regions."""
+    """A loop's layout on the device: per-element capacities and slice starts uploaded once
+    (already there where the backend computed them), the capacities as the backend's
+    array for error messages (read only when one is raised), and its heap regions."""
     __slots__ = ("cap", "start", "host_cap", "regions")
 
     def __init__(self, layout, regions, backend):

@@ -1,4 +1,6 @@
-"""Host primitives: whole-array work done by the array library (NumPy here), between kernels."""
+"""Host primitives: whole-array work done by the array library, between kernels. NumPy's
+functions dispatch to the arrays' own library (CuPy's on the cuda backend); creation
+functions follow an operand through `like=`."""
 
 import numpy as np
 
@@ -20,7 +22,7 @@ def _unbroadcast(g, *, shape):
 
 
 def _slice_vjp(g, *, key, shape):
-    out = np.zeros(shape, dtype=g.dtype)
+    out = np.zeros(shape, dtype=g.dtype, like=g)
     out[key] = g
     return out
 
@@ -30,7 +32,7 @@ def _prod_vjp(x, g, *, axes):
     exclusive prefix and suffix products so that zeros in x are handled exactly."""
     moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
     flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
-    ones = np.ones(flat.shape[:-1] + (1,), dtype=x.dtype)
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=x.dtype, like=x)
     before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1),
                                axis=-1), -1)
@@ -40,7 +42,7 @@ def _prod_vjp(x, g, *, axes):
 
 
 def _scatter_add(g, *idx, shape):
-    out = np.zeros(shape, dtype=g.dtype)
+    out = np.zeros(shape, dtype=g.dtype, like=g)
     idx = tuple(np.where(i < 0, i + d, i) for i, d in zip(idx, shape))
     np.add.at(out, idx, g)
     return out
@@ -56,7 +58,7 @@ HOST_IMPLS[prims.argreduce_p] = lambda x, *, op, axis, keepdims: (
     np.argmax if op == "max" else np.argmin)(x, axis=axis, keepdims=keepdims)
 HOST_IMPLS[prims.searchsorted_p] = lambda a, v, *, side: np.searchsorted(a, v, side=side)
 HOST_IMPLS[prims.unbroadcast_p] = _unbroadcast
-HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key])
+HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key], like=x)
 HOST_IMPLS[prims.static_slice_vjp_p] = _slice_vjp
 HOST_IMPLS[prims.prod_vjp_p] = _prod_vjp
 HOST_IMPLS[prims.scatter_add_p] = _scatter_add

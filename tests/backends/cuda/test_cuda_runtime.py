@@ -1,0 +1,119 @@
+"""The cuda backend on a GPU: CuPy and PyTorch CUDA arrays in and out, NumPy through
+backend="cuda", overflow, deterministic shared gradients, the heap's deferred release.
+(The cross-backend feature tests also run on cuda; these cover what only cuda has.)"""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop.backends.base import available, get_backend
+
+_OK, _WHY = available("cuda")
+pytestmark = pytest.mark.skipif(not _OK, reason=_WHY)
+
+if _OK:
+    import cupy as cp
+
+
+@pytest.fixture(autouse=True)
+def _backend_from_inputs():
+    previous = dl.config.backend
+    dl.config.update("backend", None)
+    yield
+    dl.config.update("backend", previous)
+
+
+def _decay(x, n, a=0.9):
+    """sum over j of x[j] * a**n[j], by a per-element loop: the gradient is a**n."""
+    return dl.fori_loop(0, n, lambda i, v: v * a, x).sum()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cupy_in_cupy_out(dtype):
+    n = cp.asarray([0, 1, 5, 40, 3])
+    x = cp.linspace(0.5, 1.5, 5, dtype=dtype)
+    g = dl.grad(lambda x: _decay(x, n))(x)
+    assert isinstance(g, cp.ndarray) and g.dtype == dtype and g.device == x.device
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** cp.asnumpy(n), rtol=rtol)
+    assert dl.api._last_backend[0].name == "cuda"        # chosen from the inputs' device
+
+
+def test_numpy_in_with_backend_cuda_gives_numpy():
+    dl.config.update("backend", "cuda")
+    n = np.array([2, 0, 7])
+    g = dl.grad(lambda x: _decay(x, n, 0.5))(np.ones(3))
+    assert isinstance(g, np.ndarray)
+    np.testing.assert_allclose(g, 0.5 ** n, rtol=1e-12)
+
+
+def test_torch_cuda_tensors_in_and_out():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch build has no CUDA")
+    x = torch.linspace(0.5, 1.5, 4, dtype=torch.float64, device="cuda")
+    n = torch.tensor([3, 0, 1, 9], device="cuda")
+    g = dl.grad(lambda x: _decay(x, n))(x)
+    assert isinstance(g, torch.Tensor) and g.device.type == "cuda" and g.dtype == x.dtype
+    np.testing.assert_allclose(g.cpu().numpy(), 0.9 ** n.cpu().numpy(), rtol=1e-12)
+
+
+def test_overflow_raises_naming_the_loop_then_the_next_call_is_right():
+    n = cp.asarray([1, 6, 2])
+    x = cp.ones(3)
+    dl.config.update("adstack_capacity", 2)
+    with pytest.raises(dl.AdstackOverflowError, match="test_cuda_runtime.py") as info:
+        dl.grad(lambda x: _decay(x, n))(x)
+    assert "attempted 6 pushes" in str(info.value)
+    dl.config.update("adstack_capacity", None)
+    g = dl.grad(lambda x: _decay(x, n))(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** cp.asnumpy(n), rtol=1e-12)
+
+
+def test_gradient_of_a_shared_scalar_is_bit_identical_run_after_run():
+    rng = np.random.default_rng(0)
+    n = cp.asarray(rng.integers(0, 50, 100_000))
+    x = cp.asarray(rng.uniform(-1, 1, 100_000))
+
+    def loss(s):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.99 + np.sin(v) * s, x).sum()
+
+    s = cp.asarray(0.01)
+    first = dl.grad(loss)(s)
+    for _ in range(3):
+        assert dl.grad(loss)(s).item() == first.item()
+    h = 1e-6                                              # central differences, float64
+    fd = (dl.jit(loss)(s + h) - dl.jit(loss)(s - h)) / (2 * h)
+    np.testing.assert_allclose(first.item(), fd.item(), rtol=1e-6)
+
+
+def test_heap_grows_and_replaced_buffers_are_released_after_sync():
+    be = get_backend("cuda")
+    x = cp.ones(1000)
+    for trips in (10, 100, 1000):
+        n = cp.full(1000, trips)
+        g = dl.grad(lambda x: _decay(x, n, 0.999))(x)
+        np.testing.assert_allclose(cp.asnumpy(g), 0.999 ** trips, rtol=1e-10)
+    assert be.reserved_bytes() >= 1000 * 1002 * 8
+    be.synchronize()
+    assert be._retired == []
+
+
+def test_empty_launch_allocates_nothing():
+    be = get_backend("cuda")
+    before = be.reserved_bytes()
+    g = dl.grad(lambda x: _decay(x, cp.zeros(0, cp.int64)))(cp.ones(0))
+    assert g.shape == (0,) and be.reserved_bytes() == before
+
+
+def test_sizing_reads_back_only_scalars(monkeypatch):
+    """Capacities and prefix sums are computed on the device: per-element bounds never
+    travel to the host (only fault flags and totals do)."""
+    be = get_backend("cuda")
+    reads = []
+    to_numpy = be.to_numpy
+    monkeypatch.setattr(be, "to_numpy", lambda x: reads.append(x.size) or to_numpy(x))
+    n = cp.arange(50_000) % 17                 # an argument: it stays on the device
+    g = dl.grad(_decay)(cp.ones(50_000), n)
+    np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** cp.asnumpy(n), rtol=1e-12)
+    assert reads and max(reads) <= 64             # flags, never the 50,000 bounds
