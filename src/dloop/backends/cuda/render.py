@@ -13,12 +13,12 @@ from .ops import const, ctype, expr, storage_ctype
 
 # Every CUDA device NVRTC 13 targets (sm_75 and later) has float64, 64-bit and float atomics
 # and CUDA's math library in both widths. 256-byte heap regions keep every load aligned.
-CUDA_CAPS = Caps(align=256)
+CUDA_CAPS = Caps(align=256, order_elements=True)
 
 HEADER = "dloop/adstack.cuh"      # the include name of _native/cuda/adstack.cuh
 KERNEL_NAME = "dloop_kernel"
 # Buffers a kernel only reads: const __restrict__ lets the compiler use the read-only cache.
-_READ_ONLY = ("in", "start", "cap")
+_READ_ONLY = ("in", "start", "cap", "order")
 
 
 class Renderer:
@@ -50,9 +50,11 @@ class Renderer:
     # -- the kernel --
     def render(self):
         k = self.kernel
-        self.emit(f"const long long {self.name(k.tid)} = (long long)blockIdx.x * blockDim.x "
-                  "+ threadIdx.x;")
-        self.emit(f"if ({self.name(k.tid)} >= n_threads) return;")
+        self.emit("const long long slot = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
+        self.emit("if (slot >= n_threads) return;")
+        order = k.buffer_index("order")    # slot t runs element order[t] (kernel/kir.py)
+        self.emit(f"const long long {self.name(k.tid)} = "
+                  f"{'slot' if order is None else f'buf{order}[slot]'};")
         self._thread_start()
         self.statements(k.body)
         self._thread_end()
