@@ -15,6 +15,7 @@ from ..adstack import capacity
 from ..config import config
 from ..ir import prims
 from ..kernel import kir
+from ..kernel.legalize import legalize
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep, schedule
 from ..kernel.verify import check_kernel
@@ -92,6 +93,7 @@ def _timed(timings, stage, fn, *args, **kwargs):
 
 
 def _kernel(backend, timings, kernel):
+    kernel = _timed(timings, "legalize", legalize, kernel, backend.caps)
     check_kernel(kernel)
     for hook in KERNEL_HOOKS:
         hook(kernel)

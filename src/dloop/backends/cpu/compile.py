@@ -58,8 +58,9 @@ def vector_math(width):
     found = set()
     if not _state["mvec"]:
         return frozenset()
-    from .vector_ops import TRANSCENDENTALS, mvec_name
-    for fname in TRANSCENDENTALS:
+    from ...kernel.core import TRANSCENDENTAL
+    from .simd import mvec_name
+    for fname in TRANSCENDENTAL:
         arity = 2 if fname in ("pow", "atan2") else 1
         for dtype in (np.float64, np.float32):
             symbol = mvec_name(fname, dtype, width, arity)

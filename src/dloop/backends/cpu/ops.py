@@ -1,11 +1,14 @@
-"""STAGE 5 — cpu: LLVM instructions for each core op of kernel/core.py. Composite ops
-(NumPy's floor division, NaN-propagating max, saturating conversion, ...) never get here:
-render() legalizes first."""
+"""STAGE 5 — cpu: LLVM instructions for each core op of kernel/core.py, for both renderers:
+operands are scalars (render.py) or <W x T> vectors (simd.py), and the renderer says which
+through r.type_of(dtype) and r.math(name, *args). Composite ops (NumPy's floor division,
+NaN-propagating max, saturating conversion, ...) never get here: kernels are legalized in the
+compile stage."""
 
 import numpy as np
+from llvmlite import ir
 
 from ...kernel.core import TRANSCENDENTAL
-from .types import is_float, llvm_type
+from .types import is_float
 
 EMITTERS = {}
 
@@ -45,7 +48,7 @@ EMITTERS["div"] = lambda r, a, dt, out: r.b.fdiv(*a)
 
 
 def _neg(r, a, dt, out):
-    return r.b.fneg(a[0]) if is_float(dt) else r.b.sub(a[0].type(0), a[0])
+    return r.b.fneg(a[0]) if is_float(dt) else r.b.sub(ir.Constant(a[0].type, None), a[0])
 
 
 EMITTERS["neg"] = _neg
@@ -81,8 +84,8 @@ EMITTERS["idiv"] = lambda r, a, dt, out: r.b.sdiv(*a)
 EMITTERS["irem"] = lambda r, a, dt, out: r.b.srem(*a)
 EMITTERS["frem"] = lambda r, a, dt, out: r.b.frem(*a)
 # Legalization guarantees an in-range, non-NaN argument: plain fptosi is defined.
-EMITTERS["ftoi"] = lambda r, a, dt, out: r.b.fptosi(a[0], llvm_type(out))
-EMITTERS["bitcast"] = lambda r, a, dt, out: r.b.bitcast(a[0], llvm_type(out))
+EMITTERS["ftoi"] = lambda r, a, dt, out: r.b.fptosi(a[0], r.type_of(out))
+EMITTERS["bitcast"] = lambda r, a, dt, out: r.b.bitcast(a[0], r.type_of(out))
 
 
 def _convert(r, a, dt, out):
@@ -90,7 +93,7 @@ def _convert(r, a, dt, out):
     float <-> float."""
     x, b = a[0], r.b
     src, dst = np.dtype(dt), np.dtype(out)
-    to = llvm_type(dst)
+    to = r.type_of(dst)
     if is_float(dst):
         if is_float(src):
             return b.fpext(x, to) if dst.itemsize > src.itemsize else b.fptrunc(x, to)

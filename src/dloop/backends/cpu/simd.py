@@ -6,16 +6,21 @@ A loop runs while any lane is live; a finished lane keeps its carries and pushes
 Loads and stores at the element's own index are masked vector loads and stores, other indices
 gathers and scatters; each lane's adstack lives in its own slice of the compact layout, so
 push and pop scatter and gather at per-lane offsets. Faults reduce the lanes that fault into
-one flag update. Transcendentals call glibc's vector math (libmvec) where it has the function,
-else the scalar C library lane by lane. Same signature as the scalar renderer (render.py):
+one flag update. Ops are emitted by ops.py, shared with the scalar renderer; transcendentals
+call glibc's vector math (libmvec) where it has the function, else the C library lane by lane. Same signature as the scalar renderer (render.py):
     void dloop_kernel(i64 start, i64 end, i64 n_threads, ptr noalias buf0, ...)"""
 
 import numpy as np
 from llvmlite import ir
 
 from ...kernel import kir
-from . import vector_ops
+from . import ops
 from .types import I1, I8, I32, I64, PTR, VOID, llvm_type, storage_type
+
+# Functions LLVM lowers to vector instructions itself.
+_INTRINSICS = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "abs": "fabs",
+               "fabs": "fabs", "round": "roundeven", "roundeven": "roundeven",
+               "trunc": "trunc", "copysign": "copysign"}
 
 
 def vec(scalar, width):
@@ -44,6 +49,29 @@ class SimdRenderer:
     # -- types and helpers --
     def vt(self, dtype):
         return vec(llvm_type(dtype), self.W)
+
+    type_of = vt
+
+    def math(self, name, *args):
+        """A float function on every lane: an LLVM intrinsic where LLVM vectorizes it, glibc's
+        libmvec (within 4 ulp, glibc's manual "Known Maximum Errors in Math Functions") where
+        the host has the function at this width, else the scalar C function lane by lane."""
+        ty = args[0].type
+        if name in _INTRINSICS:
+            fn = self.function(f"llvm.{_INTRINSICS[name]}.{suffix(ty)}", ty, [ty] * len(args))
+            return self.b.call(fn, list(args))
+        dtype = np.float64 if str(ty.element) == "double" else np.float32
+        symbol = mvec_name(name, dtype, ty.count, len(args))
+        if symbol in self.mvec:
+            return self.b.call(self.function(symbol, ty, [ty] * len(args)), list(args))
+        scalar = ty.element
+        fn = self.function(name if dtype == np.float64 else name + "f", scalar,
+                           [scalar] * len(args))
+        out = ir.Constant(ty, None)
+        for lane in range(ty.count):
+            lanes = [self.b.extract_element(a, I32(lane)) for a in args]
+            out = self.b.insert_element(out, self.b.call(fn, lanes), I32(lane))
+        return out
 
     def function(self, name, ret, args):
         if name not in self._functions:
@@ -93,11 +121,11 @@ class SimdRenderer:
         align = I32(np.dtype(dtype).itemsize)
         if self._contiguous(index_var):
             ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=elem)
-            fn = self.function(f"llvm.masked.load.{vector_ops.suffix(vt)}.p0", vt, [PTR, I32, mask.type, vt])
+            fn = self.function(f"llvm.masked.load.{suffix(vt)}.p0", vt, [PTR, I32, mask.type, vt])
             v = self.b.call(fn, [ptr, align, mask, zero])
         else:
             ptrs = self._pointers(buf, self.val(index_var), elem)
-            fn = self.function(f"llvm.masked.gather.{vector_ops.suffix(vt)}.v{self.W}p0", vt,
+            fn = self.function(f"llvm.masked.gather.{suffix(vt)}.v{self.W}p0", vt,
                                [ptrs.type, I32, mask.type, vt])
             v = self.b.call(fn, [ptrs, align, mask, zero])
         return self.b.icmp_unsigned("!=", v, zero) if np.dtype(dtype) == bool else v
@@ -108,7 +136,7 @@ class SimdRenderer:
         align = I32(np.dtype(dtype).itemsize)
         if self._contiguous(index_var):
             ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=storage_type(dtype))
-            fn = self.function(f"llvm.masked.store.{vector_ops.suffix(value.type)}.p0", VOID,
+            fn = self.function(f"llvm.masked.store.{suffix(value.type)}.p0", VOID,
                                [value.type, PTR, I32, mask.type])
             self.b.call(fn, [value, ptr, align, mask])
         else:
@@ -116,12 +144,12 @@ class SimdRenderer:
                          align, mask)
 
     def scatter(self, ptrs, value, align, mask):
-        fn = self.function(f"llvm.masked.scatter.{vector_ops.suffix(value.type)}.v{self.W}p0", VOID,
+        fn = self.function(f"llvm.masked.scatter.{suffix(value.type)}.v{self.W}p0", VOID,
                            [value.type, ptrs.type, I32, mask.type])
         self.b.call(fn, [value, ptrs, align, mask])
 
     def gather(self, ptrs, vt, align, mask):
-        fn = self.function(f"llvm.masked.gather.{vector_ops.suffix(vt)}.v{self.W}p0", vt,
+        fn = self.function(f"llvm.masked.gather.{suffix(vt)}.v{self.W}p0", vt,
                            [ptrs.type, I32, mask.type, vt])
         return self.b.call(fn, [ptrs, align, mask, ir.Constant(vt, None)])
 
@@ -154,7 +182,7 @@ class SimdRenderer:
         self.ordered = order is not None
         if self.ordered:                     # slot t runs element order[t]
             elem = storage_type(np.int64)
-            fn = self.function(f"llvm.masked.load.{vector_ops.suffix(v64)}.p0", v64,
+            fn = self.function(f"llvm.masked.load.{suffix(v64)}.p0", v64,
                                [PTR, I32, self.mask.type, v64])
             ptr = b.gep(self.bufs[order], [group], source_etype=elem)
             tid = b.call(fn, [ptr, I32(8), self.mask, ir.Constant(v64, None)])
@@ -202,8 +230,7 @@ class SimdRenderer:
     # -- statements --
     def do_Assign(self, s):
         args = [self.val(a) for a in s.args]
-        self.env[s.out] = vector_ops.emit(self, s.op, args, [a.dtype for a in s.args],
-                                          s.out.dtype)
+        self.env[s.out] = ops.emit(self, s.op, args, [a.dtype for a in s.args], s.out.dtype)
 
     def do_Load(self, s):
         self.env[s.out] = self.load_vec(s.buf, s.index, s.out.dtype, self.mask)
@@ -363,6 +390,22 @@ class SimdRenderer:
         old, new = b.load(slot), self.val(s.value)
         bigger = b.and_(self.mask, b.icmp_signed(">", new, old))
         b.store(b.select(bigger, new, old), slot)
+
+
+def suffix(ty):
+    """LLVM's name of a vector type in intrinsic names: v8f64, v8i64, ..."""
+    elem = str(ty.element)
+    name = {"double": "f64", "float": "f32"}[elem] if elem in ("double", "float") else elem
+    return f"v{ty.count}{name}"
+
+
+def mvec_name(name, dtype, width, arity):
+    """libmvec's symbol for `name` over `width` lanes of dtype (the x86-64 vector ABI)."""
+    bits = width * np.dtype(dtype).itemsize * 8
+    isa = {128: "b", 256: "d", 512: "e"}.get(bits)
+    if isa is None:
+        return None
+    return f"_ZGV{isa}N{width}{'v' * arity}_{name}{'f' if dtype == np.float32 else ''}"
 
 
 def render(kernel, width, mvec):
