@@ -17,12 +17,13 @@ UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "a
 BINARY = ("pow", "atan2")
 NUMPY = {"asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh,
          "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "pow": np.power}
-# Max ulps from NumPy, float64 and float32 (docs/math.md has the measured figures).
+# The documented bounds (docs/math.md): max ulps from NumPy's float64 answer, rounded to
+# float32 for float32 (NumPy's own float32 functions are themselves a few ulps off).
 MAX_ULPS = {
-    "float64": {"sin": 1, "cos": 1, "tan": 2, "asin": 2, "acos": 2, "atan": 2, "sinh": 2,
-                "cosh": 2, "tanh": 2, "asinh": 2, "acosh": 2, "atanh": 2, "exp": 1,
-                "expm1": 1, "log": 1, "log1p": 1, "log2": 1, "log10": 2, "pow": 1,
-                "atan2": 2},
+    "float64": {"sin": 1, "cos": 1, "tan": 2, "asin": 2, "acos": 2, "atan": 1, "sinh": 1,
+                "cosh": 1, "tanh": 3, "asinh": 2, "acosh": 2, "atanh": 2, "exp": 1,
+                "expm1": 1, "log": 1, "log1p": 1, "log2": 1, "log10": 1, "pow": 1,
+                "atan2": 1},
     "float32": {op: 1 for op in UNARY + BINARY},
 }
 
@@ -115,8 +116,10 @@ def inputs(op, dtype, seed=4):
 
 
 def reference(op, args):
+    """NumPy's float64 answer, rounded to the arguments' dtype."""
+    wide = [a.astype(np.float64) for a in args]
     with np.errstate(all="ignore"):
-        return NUMPY.get(op, getattr(np, op, None))(*args)
+        return NUMPY.get(op, getattr(np, op, None))(*wide).astype(args[0].dtype)
 
 
 def measure(op, dtype, backend="interpret"):
@@ -135,6 +138,9 @@ CASES = [(op, d) for op in UNARY + BINARY for d in ("float64", "float32")]
 def test_within_documented_ulps(op, dtype):
     err, args, got, want = measure(op, dtype)
     bound = MAX_ULPS[dtype][op]
+    numbers = ~np.isnan(got) & ~np.isnan(want)
+    sign = np.signbit(got) != np.signbit(want)        # ulps() does not see -0.0 against 0.0
+    err = np.where(numbers & sign & (got == 0) & (want == 0), np.inf, err)
     if err.max() > bound:
         k = int(np.argmax(err))
         at = ", ".join(repr(a[k]) for a in args)
