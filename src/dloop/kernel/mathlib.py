@@ -4,9 +4,9 @@ only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). lega
 expansion() for each (op, dtype) that caps.native_math does not list.
 
 Every function is straight-line code: branches are selects, so lanes never diverge. float64:
-  * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi exact),
-    a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two exact halves, so
-    overflow and subnormal results round once.
+  * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi
+    exact), a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two
+    exact halves, so overflow and subnormal results round once.
   * log family: x = 2^k m with m in [sqrt(2)/2, sqrt(2)) from the bits (subnormals scaled by
     2^54 first); log(m) = 2 atanh(s), s = (m-1)/(m+1), Taylor in s^2, combined as
     f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay in the small terms.
@@ -16,8 +16,9 @@ Every function is straight-line code: branches are selects, so lanes never diver
     parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
     bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
     cos on [-pi/4, pi/4].
-  * atan, atan2, asin, acos: |ratio| <= 1, one of nine atan(j/8) constants (double-double)
-    plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2 with sqrt(1 - x^2).
+  * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
+    double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
+    with sqrt((1 - x)(1 + x)).
   * sinh, cosh, tanh, asinh, acosh, atanh: the usual expm1 / log1p identities per range.
 float32: the float64 code (or the backend's native float64 op) on the widened argument,
 rounded once to float32.
@@ -36,7 +37,8 @@ from .core import TRANSCENDENTAL
 F64, F32, I64 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64)
 INF, NAN = float("inf"), float("nan")
 
-# Constants (mpmath, 400 bits): *_HI has few enough bits that k * HI is exact for |k| < 2^11.
+# Constants (mpmath, 400 bits). LN2_HI and LOG10_2_HI have 42 bits, so k * HI is exact for
+# any exponent k; IVLN*_HI have 32 bits, to multiply a 21-bit head exactly.
 LN2_HI, LN2_LO = 0.6931471805598903, 5.497923018708371e-14
 LN2 = 0.6931471805599453
 LOG2E = 1.4426950408889634
