@@ -18,7 +18,7 @@ Every function is straight-line code: branches are selects, so lanes never diver
     cos on [-pi/4, pi/4].
   * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
     double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
-    with sqrt((1 - x)(1 + x)).
+    with sqrt(1 - x^2) as a double-double.
   * tanh: below 1, (e^(2x) - 1) / (e^(2x) + 1) with the series and the quotient in
     double-double; sinh, cosh, asinh, acosh, atanh: the usual expm1 / log1p identities.
 float32: the float64 code (or the backend's native float64 op) on the widened argument,
@@ -435,10 +435,15 @@ def _atan_unit(e, u):
     return hi, lo + at
 
 
-def atan2(e, y, x):
+def atan2(e, y, x, y_lo=None, x_lo=None):
+    """y_lo and x_lo: low words of non-negative y and x (asin and acos pass the cosine as a
+    double-double), so that the quotient's correction includes them."""
     ax, ay = _abs(e, x), _abs(e, y)
     swap = ay > ax
     num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
+    zero = e.const(0.0, F64)
+    y_lo, x_lo = (zero if lo is None else lo for lo in (y_lo, x_lo))
+    num_lo, den_lo = e.select(swap, x_lo, y_lo), e.select(swap, y_lo, x_lo)
     both_inf = ax.eq(INF) & ay.eq(INF)
     degenerate = den.eq(0.0) | den.eq(INF)
     q = e.select(degenerate, 0.0, num / e.select(degenerate, 1.0, den))
@@ -447,7 +452,8 @@ def atan2(e, y, x):
                                                           e.const(1.0, F64)))
     sn, sd = num * s, e.select(degenerate, 1.0, den * s)
     p, pe = _two_prod(q, sd)
-    q_lo = e.select(degenerate | (sn < 2.0 ** -900), 0.0, ((sn - p) - pe) / sd)
+    rest = ((sn - p) - pe) + s * (num_lo - q * den_lo)
+    q_lo = e.select(degenerate | (sn < 2.0 ** -900), 0.0, rest / sd)
     hi, lo = _atan_unit(e, q)
     lo = lo + q_lo / (1.0 + q * q)                        # atan(q + q_lo), to first order
     # atan(q), pi/2 - atan(q), pi/2 + atan(q) or pi - atan(q): one rounding at the end.
@@ -467,15 +473,25 @@ def atan(e, x):
 
 
 def _cosine_of_asin(e, x):
-    return e.op("sqrt", (1.0 - x) * (1.0 + x))
+    """sqrt(1 - x^2) as a double-double (NaN for |x| > 1)."""
+    ax = _abs(e, x)
+    x2h, x2l = _two_prod(ax, ax)
+    wh, wl = _two_sum(e.const(1.0, F64), -x2h)
+    wl = wl - x2l
+    ch = e.op("sqrt", wh)
+    p, pe = _two_prod(ch, ch)
+    cl = e.select(ch > 0.0, (((wh - p) - pe) + wl) / (2.0 * ch), e.const(0.0, F64))
+    return ch, cl
 
 
 def asin(e, x):
-    return _tiny(e, x, atan2(e, x, _cosine_of_asin(e, x)))
+    ch, cl = _cosine_of_asin(e, x)
+    return _tiny(e, x, atan2(e, x, ch, x_lo=cl))
 
 
 def acos(e, x):
-    return atan2(e, _cosine_of_asin(e, x), x)
+    ch, cl = _cosine_of_asin(e, x)
+    return atan2(e, ch, x, y_lo=cl)
 
 
 # -- hyperbolic --
