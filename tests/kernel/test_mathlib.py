@@ -132,11 +132,13 @@ def measure(op, dtype, backend="interpret"):
 
 
 CASES = [(op, d) for op in UNARY + BINARY for d in ("float64", "float32")]
+BACKENDS = ["interpret"] + [b for b in ("cpu",) if available(b)[0]]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o}-{d}" for o, d in CASES])
-def test_within_documented_ulps(op, dtype):
-    err, args, got, want = measure(op, dtype)
+def test_within_documented_ulps(op, dtype, backend):
+    err, args, got, want = measure(op, dtype, backend)
     bound = MAX_ULPS[dtype][op]
     numbers = ~np.isnan(got) & ~np.isnan(want)
     sign = np.signbit(got) != np.signbit(want)        # ulps() does not see -0.0 against 0.0
