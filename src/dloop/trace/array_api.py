@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..errors import DloopNotImplementedError
+from ..ir import elementwise
 from . import arrays, ops
 from .source import user_location
 from .tracer import Tracer, current_builder, is_tracing
@@ -19,29 +20,22 @@ float32, float64 = np.float32, np.float64
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
 
-_UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-                "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt")
-_UNARY = {"negative": "neg", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil",
-          "round": "round", "trunc": "trunc"}
-_BINARY = {"floor_divide": "floordiv", "remainder": "mod", "maximum": "max", "minimum": "min"}
-_COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
-            "equal": "eq", "not_equal": "ne"}
-_BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
-            "bitwise_left_shift": "shl", "bitwise_right_shift": "shr"}
+
+def _row_function(row):
+    if row.spelling == "compare":
+        return lambda a, b: ops.compare(row.name, a, b)
+    if row.spelling == "bitwise":
+        return lambda *xs: ops.logical(row.name, *xs)
+    if row.arity == 1:
+        return lambda x: ops.unary(row.name, x, float_only=row.float_only)
+    return lambda a, b: ops.binary(row.name, a, b, float_only=row.float_only)
 
 
 def _define():
     ns = globals()
-    for name in _UNARY_FLOAT:
-        ns[name] = (lambda p: lambda x: ops.unary(p, x, float_only=True))(name)
-    for name, prim in _UNARY.items():
-        ns[name] = (lambda p: lambda x: ops.unary(p, x))(prim)
-    for name, prim in _BINARY.items():
-        ns[name] = (lambda p: lambda a, b: ops.binary(p, a, b))(prim)
-    for name, prim in _COMPARE.items():
-        ns[name] = (lambda p: lambda a, b: ops.compare(p, a, b))(prim)
-    for name, prim in _BITWISE.items():
-        ns[name] = (lambda p: lambda a, b: ops.logical(p, a, b))(prim)
+    for row in elementwise.ROWS:
+        if row.api is not None:
+            ns[row.api] = _row_function(row)
     for name in ("and", "or", "xor"):
         ns[f"logical_{name}"] = (lambda p: lambda a, b: ops.logical_op(p, a, b))(name)
 
@@ -49,28 +43,19 @@ def _define():
 _define()
 
 
-def atan2(a, b):
-    return ops.binary("atan2", a, b, float_only=True)
-
-
 def logical_not(x):
     return ops.logical_op("not", x)
-
-
-def bitwise_invert(x):
-    return ops.logical("not", x)
 
 
 def positive(x):
     return x
 
 
-add, subtract, multiply, divide = ops.add, ops.subtract, ops.multiply, ops.divide
 pow, square, clip, where, astype = ops.power, ops.square, ops.clip, ops.where, ops.astype
 sum, prod, max, min, mean = ops.sum, ops.prod, ops.max, ops.min, ops.mean
 reshape, broadcast_to, permute_dims = ops.reshape, ops.broadcast_to, ops.permute_dims
 hypot, logaddexp = arrays.hypot, arrays.logaddexp
-copysign, signbit = arrays.copysign, arrays.signbit
+signbit = arrays.signbit
 isnan, isinf, isfinite = arrays.isnan, arrays.isinf, arrays.isfinite
 real, imag, conj = arrays.real, arrays.imag, arrays.conj
 roll, concat, stack, unstack, flip = arrays.roll, arrays.concat, arrays.stack, arrays.unstack, \

@@ -4,32 +4,19 @@ __array_function__, so existing NumPy code is traced unchanged."""
 import numpy as np
 
 from ..errors import DloopNotImplementedError
+from ..ir import elementwise
 from . import array_api as xp
 from . import ops
 from .source import user_location
 
-_UFUNCS = {
-    np.add: xp.add, np.subtract: xp.subtract, np.multiply: xp.multiply,
-    np.true_divide: xp.divide, np.floor_divide: xp.floor_divide, np.remainder: xp.remainder,
-    np.power: xp.pow, np.negative: xp.negative, np.positive: xp.positive,
-    np.absolute: xp.abs, np.sign: xp.sign, np.floor: xp.floor, np.ceil: xp.ceil,
-    np.sin: xp.sin, np.cos: xp.cos, np.tan: xp.tan, np.arcsin: xp.asin, np.arccos: xp.acos,
-    np.arctan: xp.atan, np.arctan2: xp.atan2, np.sinh: xp.sinh, np.cosh: xp.cosh,
-    np.tanh: xp.tanh, np.exp: xp.exp, np.expm1: xp.expm1, np.log: xp.log, np.log1p: xp.log1p,
-    np.log2: xp.log2, np.log10: xp.log10, np.sqrt: xp.sqrt, np.square: xp.square,
-    np.arcsinh: xp.asinh, np.arccosh: xp.acosh, np.arctanh: xp.atanh, np.rint: xp.round,
-    np.trunc: xp.trunc, np.copysign: xp.copysign, np.hypot: xp.hypot,
+_UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
+_UFUNCS.update({
+    np.power: xp.pow, np.positive: xp.positive, np.square: xp.square, np.hypot: xp.hypot,
     np.logaddexp: xp.logaddexp, np.isnan: xp.isnan, np.isinf: xp.isinf,
-    np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.left_shift: xp.bitwise_left_shift,
-    np.right_shift: xp.bitwise_right_shift, np.conjugate: xp.conj,
-    np.maximum: xp.maximum, np.minimum: xp.minimum,
-    np.less: xp.less, np.less_equal: xp.less_equal, np.greater: xp.greater,
-    np.greater_equal: xp.greater_equal, np.equal: xp.equal, np.not_equal: xp.not_equal,
+    np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.conjugate: xp.conj,
     np.logical_and: xp.logical_and, np.logical_or: xp.logical_or,
     np.logical_xor: xp.logical_xor, np.logical_not: xp.logical_not,
-    np.bitwise_and: xp.bitwise_and, np.bitwise_or: xp.bitwise_or,
-    np.bitwise_xor: xp.bitwise_xor, np.invert: xp.bitwise_invert,
-}
+})
 _REDUCERS = {np.add: xp.sum, np.multiply: xp.prod, np.maximum: xp.max, np.minimum: xp.min}
 
 
