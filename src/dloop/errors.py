@@ -32,3 +32,7 @@ class AdstackOverflowError(DloopError, RuntimeError):
 
 class DloopMemoryError(DloopError, MemoryError):
     """The adstack heap could not grow to what a launch needs."""
+
+
+class DloopAttributeError(DloopNotImplementedError, AttributeError):
+    """A name the array namespace of traced arrays does not have, so `hasattr` answers False."""

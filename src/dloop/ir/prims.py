@@ -122,6 +122,10 @@ static_slice_vjp_p = _make("static_slice_vjp", "host",
 prod_vjp_p = _make("prod_vjp", "host", lambda a, g, *, axes: [(a.shape, a.dtype)])
 scatter_add_p = _make("scatter_add", "host",
                       lambda g, *idx, shape: [(tuple(shape), g.dtype)])
+# argsort along one axis (stable; descending keeps equal elements in order).
+argsort_p = _make("argsort", "host", lambda a, *, axis, descending: [(a.shape, INT64)])
+cumprod_p = _make("cumprod", "host", lambda a, *, axis: [(a.shape, a.dtype)])
+cumprod_vjp_p = _make("cumprod_vjp", "host", lambda a, g, *, axis: [(a.shape, a.dtype)])
 
 
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),

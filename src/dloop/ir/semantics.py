@@ -25,6 +25,15 @@ def convert(x, dtype):
     return np.where(high, info.max, np.where(low, info.min, safe)).astype(dtype)
 
 
+def stable_argsort(x, *, axis, descending):
+    """argsort along `axis`; equal elements keep their order, descending too (the reversed
+    array's ascending order, mapped back)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.flip(x.shape[axis] - 1 - order, axis)
+
+
 def evaluate(name, args, params):
     """Apply elementwise primitive `name` to NumPy arrays."""
     if name == "convert":

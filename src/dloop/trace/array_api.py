@@ -6,17 +6,23 @@ import math
 
 import numpy as np
 
-from ..errors import DloopNotImplementedError
+from ..errors import DloopAttributeError
 from ..ir import elementwise
 from . import arrays, ops
+from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
+                     result_type)
+from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
+                        reciprocal, sort, take_along_axis)
 from .source import user_location
-from .tracer import Tracer, current_builder, is_tracing
+from .tracer import Tracer
 
 __array_api_version__ = "2023.12"
 
 bool = np.bool_
-int32, int64 = np.int32, np.int64
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
 float32, float64 = np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
 
@@ -74,16 +80,21 @@ arange, linspace, eye, zeros, ones, full, empty = arrays.arange, arrays.linspace
 
 def asarray(x, dtype=None, copy=None, device=None):
     """Inside a traced function, an array of this namespace: a tracer, so that a NumPy table
-    can be indexed by traced indices (xp.asarray(table)[i])."""
-    if not isinstance(x, Tracer) and is_tracing():
-        builder = current_builder()
-        x = Tracer(builder, builder.lift(x if isinstance(x, (int, float)) else np.asarray(x)))
+    can be indexed by traced indices (xp.asarray(table)[i]) and updated in place. Scalars
+    stay concrete NumPy values, so that checks on them (if xp.any(p < 0)) still run."""
+    if isinstance(x, (list, tuple)) and ops.is_traced(*x):
+        x = arrays.stack([asarray(v) for v in x])
+    if not isinstance(x, Tracer):
+        x = np.asarray(x, dtype=dtype)
+        x = x if x.ndim == 0 else arrays.constant(x)
     return x if dtype is None else ops.astype(x, dtype)
 
 
 def full_like(x, fill_value, dtype=None, device=None):
+    """Traced like x, so that it can be updated in place (out[idx] = v) as an array of this
+    namespace."""
     dtype = np.dtype(dtype or ops.result_dtype(x))
-    return ops.broadcast_to(ops.convert(fill_value, dtype), np.shape(x))
+    return asarray(ops.broadcast_to(ops.convert(fill_value, dtype), np.shape(x)))
 
 
 def zeros_like(x, dtype=None, device=None):
@@ -119,5 +130,6 @@ def triu(x, k=0):
 
 
 def __getattr__(name):
-    raise DloopNotImplementedError(f"the array API function '{name}' is not supported on traced "
-                                   "arrays yet", user_location())
+    # An AttributeError too, so that hasattr(xp, "fft") is False, as libraries probe.
+    raise DloopAttributeError(f"the array API function '{name}' is not supported on traced "
+                              "arrays yet", user_location())
