@@ -20,7 +20,7 @@ def _first(result):
 
 
 def _half(x):
-    return x[:4], x[4:]
+    return x[:6], x[6:]
 
 
 CASES = {
@@ -102,7 +102,7 @@ CASES = {
     "stats.circvar": stats.circvar,
     "stats.circstd": stats.circstd,
     "stats.directional_stats": lambda x: stats.directional_stats(
-        x.reshape(4, 2)).mean_direction,
+        x.reshape(6, 2)).mean_direction,
     "stats.quantile": lambda x: stats.quantile(x, 0.3),
     "stats.alexandergovern": lambda x: _first(stats.alexandergovern(*_half(x))),
     "stats.kruskal": lambda x: _first(stats.kruskal(*_half(x))),
@@ -119,4 +119,4 @@ CASES = {
     "stats.epps_singleton_2samp": lambda x: _first(stats.epps_singleton_2samp(*_half(x))),
 }
 
-X = np.array([0.31, 0.72, 0.15, 0.56, 0.88, 0.43, 0.27, 0.64])
+X = np.array([0.31, 0.72, 0.15, 0.56, 0.88, 0.43, 0.27, 0.64, 0.39, 0.81, 0.22, 0.58])

@@ -179,3 +179,41 @@ VJP_RULES[prims.reshape_p] = _reshape_rule
 VJP_RULES[prims.static_slice_p] = _slice_rule
 VJP_RULES[prims.transpose_p] = _transpose_rule
 VJP_RULES[prims.gather_p] = _gather_rule
+
+
+# Special functions (ir/special.py): their true derivatives, not those of the expansions.
+def _exp_square(em, y, scale):
+    """exp(scale * y^2)."""
+    return em.op("exp", em.mul(em.mul(y, y), em.lit(scale, y)))
+
+
+_SPECIAL = {
+    "erf": lambda em, x, y: em.mul(_exp_square(em, x, -1.0), em.lit(2 / math.sqrt(math.pi), x)),
+    "erfc": lambda em, x, y: em.mul(_exp_square(em, x, -1.0),
+                                    em.lit(-2 / math.sqrt(math.pi), x)),
+    "erfinv": lambda em, x, y: em.mul(_exp_square(em, y, 1.0), em.lit(math.sqrt(math.pi) / 2, x)),
+    "ndtri": lambda em, x, y: em.mul(_exp_square(em, y, 0.5), em.lit(math.sqrt(2 * math.pi), x)),
+    "gammaln": lambda em, x, y: em.op("polygamma", x, n=0),
+    # i0e' = i1e - sign(x) i0e
+    "i0e": lambda em, x, y: em.op("sub", em.op("i1e", x), em.mul(em.op("sign", x), y)),
+}
+for _name, _d in _SPECIAL.items():
+    VJP_RULES[P[_name]] = _unary(_d)
+
+
+def _polygamma_rule(em, op, bars, needs, context):
+    return [em.mul(bars[0], em.op("polygamma", op.inputs[0], n=op.params["n"] + 1))]
+
+
+def _i1e_rule(em, op, bars, needs, context):
+    """i1e' = i0e - i1e (sign(x) + 1/x), whose limit at 0 is 1/2."""
+    x, y = op.inputs[0], op.outputs[0]
+    zero = em.op("eq", x, em.lit(0.0, x))
+    safe = em.op("select", zero, _one(em, x), x)
+    slope = em.op("sub", em.op("i0e", x),
+                  em.mul(y, em.add(em.op("sign", x), _reciprocal(em, safe))))
+    return [em.mul(bars[0], em.op("select", zero, em.lit(0.5, x), slope))]
+
+
+VJP_RULES[P["polygamma"]] = _polygamma_rule
+VJP_RULES[P["i1e"]] = _i1e_rule

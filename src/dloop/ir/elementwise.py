@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import special
+
 
 def _floating(fn):
     """fn on floats; integers and booleans pass through (floor of an integer is itself)."""
@@ -56,6 +58,7 @@ class Row:
     api: object = None
     ufunc: object = None
     c_math: object = None
+    expansion: object = None
 
     @property
     def float_only(self):
@@ -114,4 +117,6 @@ ROWS = (
         "bitwise_invert", np.invert),
     Row("select", 3, "select", np.where),
 )
+# Special functions: reached through xp.special (trace/special.py), not the array API.
+ROWS += tuple(Row(name, 1, "float", None, expansion=fn) for name, fn in special.EXPANSIONS.items())
 BY_NAME = {r.name: r for r in ROWS}

@@ -3,12 +3,21 @@ Constant folding, the interpreter and every compiled backend agree with these.""
 
 import numpy as np
 
-from .elementwise import ROWS
+from .elementwise import BY_NAME, ROWS
 
-NUMPY = {r.name: r.numpy for r in ROWS}
-# Primitives whose meaning is given by a function of their own (ir/special.py registers the
-# special functions here): fn(*args, **params).
-EXTRA = {}
+NUMPY = {r.name: r.numpy for r in ROWS if r.expansion is None}
+
+
+class NumpyMath:
+    """The `m` of ir/special.py's expansions, on NumPy arrays."""
+
+    @staticmethod
+    def op(name, *args):
+        return NUMPY[name](*args)
+
+    @staticmethod
+    def lit(value, like):
+        return np.asarray(like).dtype.type(value)
 
 
 def convert(x, dtype):
@@ -41,6 +50,7 @@ def evaluate(name, args, params):
     if name == "broadcast_to":
         return np.broadcast_to(args[0], params["shape"])
     with np.errstate(all="ignore"):
-        if name in EXTRA:
-            return EXTRA[name](*args, **params)
+        expansion = BY_NAME[name].expansion
+        if expansion is not None:
+            return expansion(NumpyMath, *(np.asarray(a) for a in args), **params)
         return NUMPY[name](*args)

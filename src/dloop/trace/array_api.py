@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import DloopAttributeError
 from ..ir import elementwise
-from . import arrays, ops
+from . import arrays, ops, special  # noqa: F401  (xp.special, as SciPy looks for it)
 from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
                      result_type)
 from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
@@ -84,7 +84,10 @@ def asarray(x, dtype=None, copy=None, device=None):
     stay concrete NumPy values, so that checks on them (if xp.any(p < 0)) still run."""
     if isinstance(x, (list, tuple)) and ops.is_traced(*x):
         x = arrays.stack([asarray(v) for v in x])
-    if not isinstance(x, Tracer):
+    if isinstance(x, Tracer):
+        # A new object for the same value: an in-place update of the copy must not rebind x.
+        x = Tracer(x.builder, x.var) if copy else x
+    else:
         x = np.asarray(x, dtype=dtype)
         x = x if x.ndim == 0 else arrays.constant(x)
     return x if dtype is None else ops.astype(x, dtype)

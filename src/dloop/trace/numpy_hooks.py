@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import DloopNotImplementedError
 from ..ir import elementwise
 from . import array_api as xp
-from . import ops
+from . import ops, special
 from .source import user_location
 
 _UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
@@ -31,6 +31,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__" and ufunc in _UFUNCS:
         _no_kwargs(ufunc.__name__, kwargs)
         return _UFUNCS[ufunc](*inputs)
+    if method == "__call__" and ufunc.__name__ in special.FUNCTIONS:
+        # scipy.special's ufuncs (erf, gammaln, ...) and np.cbrt, called on traced arrays.
+        _no_kwargs(ufunc.__name__, kwargs)
+        return special.FUNCTIONS[ufunc.__name__](*inputs)
     if method == "reduce" and ufunc in _REDUCERS:
         _no_kwargs(f"{ufunc.__name__}.reduce", kwargs, ("axis", "keepdims"))
         axis = kwargs.get("axis", 0)

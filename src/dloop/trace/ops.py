@@ -161,7 +161,9 @@ def clip(x, min=None, max=None):
 
 
 def astype(x, dtype, copy=True):
-    return convert(_check_operand(x), dtype)
+    out = convert(_check_operand(x), dtype)
+    # A copy is a new object, so that an in-place update of it leaves x alone.
+    return Tracer(out.builder, out.var) if copy and out is x else out
 
 
 def broadcast_to(x, shape):
