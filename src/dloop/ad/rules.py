@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .vjp import VJP_RULES
 
@@ -217,3 +218,24 @@ def _i1e_rule(em, op, bars, needs, context):
 
 VJP_RULES[P["polygamma"]] = _polygamma_rule
 VJP_RULES[P["i1e"]] = _i1e_rule
+
+
+def _incomplete_gamma_rule(sign):
+    """d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q: its negative). The derivative in a has no
+    closed form: asking for it is an error, not a zero."""
+    def rule(em, op, bars, needs, context):
+        a, x = op.inputs
+        if needs[0]:
+            raise DloopNotImplementedError(
+                f"the gradient of {op.prim.name}(a, x) with respect to a is not available; "
+                "pass a as a constant (differentiate with respect to x only)", op.src)
+        log_density = em.op("sub", em.op("sub", em.mul(em.op("sub", a, _one(em, a)),
+                                                       em.op("log", x)), x),
+                            em.op("gammaln", a))
+        slope = em.mul(em.op("exp", log_density), em.lit(sign, x))
+        return [None, em.unbroadcast(em.mul(bars[0], slope), x.aval.shape)]
+    return rule
+
+
+VJP_RULES[P["gammainc"]] = _incomplete_gamma_rule(1.0)
+VJP_RULES[P["gammaincc"]] = _incomplete_gamma_rule(-1.0)

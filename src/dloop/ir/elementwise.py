@@ -118,5 +118,6 @@ ROWS = (
     Row("select", 3, "select", np.where),
 )
 # Special functions: reached through xp.special (trace/special.py), not the array API.
-ROWS += tuple(Row(name, 1, "float", None, expansion=fn) for name, fn in special.EXPANSIONS.items())
+ROWS += tuple(Row(name, fn.__code__.co_argcount - 1, "float", None, expansion=fn)
+              for name, fn in special.EXPANSIONS.items())
 BY_NAME = {r.name: r for r in ROWS}

@@ -89,6 +89,24 @@ def polygamma(n, x):
     return _prim("polygamma", x, n=int(n))
 
 
+def gammainc(a, x):
+    a, x = _float(a, x)
+    return ops._apply("gammainc", [a, x])
+
+
+def gammaincc(a, x):
+    a, x = _float(a, x)
+    return ops._apply("gammaincc", [a, x])
+
+
+def chdtr(v, x):
+    return gammainc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
+
+
+def chdtrc(v, x):
+    return gammaincc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
+
+
 def i0e(x):
     return _prim("i0e", x)
 
