@@ -151,10 +151,13 @@ def log_ndtr(x):
 
 
 def expit(x):
-    """1 / (1 + exp(-x)), with exp of a non-positive argument only."""
+    """1 / (1 + exp(-x)), each side written with exp of a non-positive argument only."""
     (x,) = _float(x)
-    e = _exp(ops.multiply(ops.unary("abs", x), -1.0))
-    return where(_lt(x, 0.0), ops.divide(e, ops.add(e, 1.0)), ops.divide(1.0, ops.add(e, 1.0)))
+    negative = _lt(x, 0.0)
+    e_neg = _exp(_safe(negative, x, 0.0))
+    e_pos = _exp(ops.multiply(_safe(negative, 0.0, x), -1.0))
+    return where(negative, ops.divide(e_neg, ops.add(e_neg, 1.0)),
+                 ops.divide(1.0, ops.add(e_pos, 1.0)))
 
 
 def logit(p):
@@ -162,18 +165,23 @@ def logit(p):
     return ops.subtract(_log(p), ops.unary("log1p", ops.multiply(p, -1.0), float_only=True))
 
 
-def xlogy(x, y):
+def _x_times(x, log_of_y, y, low):
+    """x * log_of_y(y), defined as 0 where x = 0 even if the log is not finite (y <= low or
+    y = inf); elsewhere the plain product, so that its derivative in x is log_of_y(y)."""
     x, y = _float(x, y)
-    zero = _eq(x, 0.0)
-    return where(_and(zero, ops.logical_op("not", ops.compare("ne", y, y))), 0.0,
-                 ops.multiply(x, _log(_safe(zero, 1.0, y))))
+    finite = _and(_gt(y, low), _lt(y, math.inf))
+    special = _and(_eq(x, 0.0), ops.logical_op("not", finite))
+    product = ops.multiply(x, log_of_y(_safe(special, 1.0, y)))
+    nan = ops.compare("ne", y, y)
+    return where(_and(special, ops.logical_op("not", nan)), 0.0, product)
+
+
+def xlogy(x, y):
+    return _x_times(x, _log, y, 0.0)
 
 
 def xlog1py(x, y):
-    x, y = _float(x, y)
-    zero = _eq(x, 0.0)
-    return where(_and(zero, ops.logical_op("not", ops.compare("ne", y, y))), 0.0,
-                 ops.multiply(x, ops.unary("log1p", _safe(zero, 0.0, y), float_only=True)))
+    return _x_times(x, lambda y: ops.unary("log1p", y, float_only=True), y, -1.0)
 
 
 def betaln(a, b):
@@ -198,7 +206,10 @@ def entr(x):
 def rel_entr(x, y):
     x, y = _float(x, y)
     both = _and(_gt(x, 0.0), _gt(y, 0.0))
-    inside = ops.multiply(x, ops.subtract(_log(_safe(both, x, 1.0)), _log(_safe(both, y, 1.0))))
+    # log1p((x - y) / y): x - y is exact when x is near y, where log(x / y) loses digits.
+    xs, ys = _safe(both, x, 1.0), _safe(both, y, 1.0)
+    inside = ops.multiply(x, ops.unary("log1p", ops.divide(ops.subtract(xs, ys), ys),
+                                       float_only=True))
     zero = _and(_eq(x, 0.0), ops.compare("ge", y, 0.0))
     nan = ops.logical_op("or", ops.compare("ne", x, x), ops.compare("ne", y, y))
     return where(nan, math.nan, where(both, inside, where(zero, 0.0, math.inf)))
@@ -255,17 +266,21 @@ def cbrt(x):
     ax = ops.unary("abs", _safe(zero, 1.0, x))
     root = ops.power(ax, 1.0 / 3.0)
     # One Newton step on r^3 = |x| takes pow's rounding of 1/3 out of the result.
-    root = ops.subtract(root, ops.divide(ops.subtract(ops.multiply(ops.multiply(root, root),
-                                                                   root), ax),
-                                         ops.multiply(ops.multiply(root, root), 3.0)))
+    refined = ops.subtract(root, ops.divide(ops.subtract(ops.multiply(ops.multiply(
+        root, root), root), ax), ops.multiply(ops.multiply(root, root), 3.0)))
+    root = where(_lt(ax, math.inf), refined, root)
     return where(zero, x, ops.binary("copysign", root, x, float_only=True))
 
 
 def exprel(x):
+    """expm1(x) / x; below |x| = 1e-5 its series 1 + x/2 + x^2/6, exact there and with the
+    right derivative at 0."""
     (x,) = _float(x)
-    zero = _eq(x, 0.0)
-    s = _safe(zero, 1.0, x)
-    return where(zero, 1.0, ops.divide(ops.unary("expm1", s, float_only=True), s))
+    small = _lt(ops.unary("abs", x), 1e-5)
+    s = _safe(small, 1.0, x)
+    series = ops.add(1.0, ops.multiply(x, ops.add(0.5, ops.multiply(x, 1.0 / 6.0))))
+    out = where(small, series, ops.divide(ops.unary("expm1", s, float_only=True), s))
+    return where(_eq(x, math.inf), math.inf, out)
 
 
 def multigammaln(a, d):
