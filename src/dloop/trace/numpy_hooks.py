@@ -6,6 +6,7 @@ import numpy as np
 from ..errors import DloopNotImplementedError
 from ..ir import elementwise
 from . import array_api as xp
+from . import numpy_functions as nf
 from . import ops, special
 from .source import user_location
 
@@ -16,6 +17,8 @@ _UFUNCS.update({
     np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.conjugate: xp.conj,
     np.logical_and: xp.logical_and, np.logical_or: xp.logical_or,
     np.logical_xor: xp.logical_xor, np.logical_not: xp.logical_not,
+    # NumPy 2's matmul is a ufunc: A @ x with a NumPy A arrives here.
+    np.matmul: xp.matmul, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
 })
 _REDUCERS = {np.add: xp.sum, np.multiply: xp.prod, np.maximum: xp.max, np.minimum: xp.min}
 
@@ -104,6 +107,14 @@ _FUNCTIONS = {
     np.ones_like: lambda a, dtype=None: xp.ones_like(a, dtype),
     np.full_like: lambda a, fill_value, dtype=None: xp.full_like(a, fill_value, dtype),
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
+    np.linalg.norm: nf.norm, np.interp: nf.interp, np.einsum: nf.einsum, np.outer: nf.outer,
+    np.atleast_1d: nf.atleast_1d, np.hstack: nf.hstack, np.vstack: nf.vstack, np.pad: nf.pad,
+    np.diff: nf.diff, np.cumprod: nf.cumprod, np.sort: nf.sort, np.argsort: nf.argsort,
+    np.ravel: nf.ravel, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
+    np.any: lambda a, axis=None, keepdims=False: xp.any(a, axis=axis, keepdims=keepdims),
+    np.all: lambda a, axis=None, keepdims=False: xp.all(a, axis=axis, keepdims=keepdims),
+    np.take_along_axis: lambda a, indices, axis: xp.take_along_axis(a, indices, axis=axis),
+    np.copy: lambda a, order="K", subok=False: xp.asarray(a, copy=True),
 }
 
 

@@ -11,7 +11,7 @@ from ..ir import prims
 from ..ir.semantics import evaluate
 from ..libraries import to_numpy
 from .source import user_location
-from .tracer import Tracer, bind1
+from .tracer import Tracer, bind1, current_builder
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -47,14 +47,29 @@ def result_dtype(*xs):
 def convert(x, dtype):
     dtype = np.dtype(dtype)
     if isinstance(x, Tracer):
-        return x if x.dtype == dtype else bind1(P["convert"], [x], {"dtype": dtype})
+        return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
     if isinstance(x, (bool, int, float)):
         return dtype.type(x)
     return np.asarray(x).astype(dtype)
 
 
+def _constant(array):
+    """A computed constant, traced like the constant operands it came from. Folding keeps
+    checks on constants (if xp.any(table < 0)) answerable while tracing."""
+    builder = current_builder()
+    return Tracer(builder, builder.lift(np.asarray(array)))
+
+
+def _value(x):
+    """x's concrete value: x itself, or what a constant tracer holds; None if computed."""
+    return x.constant_value() if isinstance(x, Tracer) else x
+
+
 def _apply(name, args, **params):
     if is_traced(*args):
+        values = [_value(a) for a in args]
+        if builtins.all(v is not None for v in values):
+            return _constant(evaluate(name, [np.asarray(v) for v in values], params))
         return bind1(P[name], list(args), params)
     return evaluate(name, [np.asarray(a) for a in args], params)
 
@@ -200,9 +215,10 @@ def _reduce(op, x, axis, keepdims, dtype=None):
     elif op in ("sum", "prod") and (x.dtype == bool or np.issubdtype(x.dtype, np.integer)):
         x = convert(x, np.int64)
     axes = _axes(x, axis)
-    if not isinstance(x, Tracer):
+    if _value(x) is not None:
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
-        return fn(x, axis=axes, keepdims=keepdims)
+        out = fn(_value(x), axis=axes, keepdims=keepdims)
+        return _constant(out) if isinstance(x, Tracer) else out
     if op in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
         raise DloopValueError(f"{op} of an empty array has no identity", user_location())
     out = bind1(P["reduce"], [x], {"op": op, "axes": axes})
@@ -270,8 +286,8 @@ def getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
     if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
         return take_nd(x, key)
-    if not isinstance(x, Tracer):
-        return x[key]
+    if _value(x) is not None:
+        return _constant(_value(x)[key]) if isinstance(x, Tracer) else x[key]
     try:
         out_shape = np.empty(x.shape, dtype=bool)[key].shape
     except IndexError as e:
@@ -331,6 +347,12 @@ def _install_operators():
     for name, fn in table.items():
         setattr(Tracer, name, fn)
     Tracer.T = property(transpose)
+
+
+def install_methods(methods):
+    """NumPy's array methods beyond the operators, from the modules that implement them."""
+    for name, fn in methods.items():
+        setattr(Tracer, name, fn)
 
 
 _install_operators()

@@ -211,14 +211,20 @@ class Tracer:
             "xp = array_api_compat.array_namespace(i); otherwise: " + _CONCRETE_HELP,
             user_location())
 
-    def _no_concrete(self, *args):
-        value = self.constant_value()
-        if value is not None:
-            return value.item()
-        raise DloopTypeError(f"cannot use a traced array as a Python number: {_CONCRETE_HELP}",
-                             user_location())
+    def _number(convert):
+        def as_number(self):
+            value = self.constant_value()
+            if value is not None:
+                return convert(value)
+            raise DloopTypeError("cannot use a traced array as a Python number: "
+                                 f"{_CONCRETE_HELP}", user_location())
+        return as_number
 
-    __index__ = __int__ = __float__ = __complex__ = _no_concrete
+    __int__ = _number(int)
+    __float__ = _number(float)
+    __complex__ = _number(complex)
+    __index__ = _number(lambda v: v.__index__())
+    del _number
 
     def __iter__(self):
         raise DloopTypeError("iterating over a traced array is not supported; index it or use "
