@@ -51,17 +51,21 @@ def to_numpy(x, where=None):
             raise DloopNotImplementedError(f"a torch tensor on {x.device} needs a GPU backend, "
                                            "which this version does not have yet; pass a CPU "
                                            "tensor", where)
-        return np.from_dlpack(x.detach())
+        if x.requires_grad:
+            raise DloopTypeError(
+                "a torch tensor that requires grad was passed to dloop directly, which would cut "
+                "it from PyTorch's autograd; wrap the function with dloop.torch.function(fn) so "
+                "that loss.backward() reaches it (or pass tensor.detach())", where)
     if hasattr(x, "__dlpack__"):
         return np.from_dlpack(x)
     return np.asarray(x)
 
 
 def from_numpy(array, library, example):
-    """`array` as an array of `library` (example: an input array of that library)."""
+    """`array` as an array of `library` (example: an input array of that library), through
+    DLPack: the namespace's own from_dlpack."""
     if library == NUMPY or example is None:
         return array
-    if library == "torch":
-        import torch
-        return torch.from_numpy(np.require(array, requirements=["C", "W"]))
-    return array_api_compat.array_namespace(example).asarray(array)
+    # NumPy exports only writeable, contiguous arrays through DLPack.
+    array = np.require(array, requirements=["C", "W"])
+    return array_api_compat.array_namespace(example).from_dlpack(array)
