@@ -44,6 +44,9 @@ VALUES = {
     "gammainc": (lambda s, a, x: s.gammainc(a, x), ss.gammainc, (A, XG), 2e-13, 1e-300),
     "gammaincc": (lambda s, a, x: s.gammaincc(a, x), ss.gammaincc, (A, XG), 2e-13, 1e-300),
     # Below x = -708 the result is subnormal: there the error is measured in absolute terms.
+    "zeta": (lambda s, x, q: s.zeta(x, q), ss.zeta, (np.linspace(1.01, 40, 300),
+                                                     np.linspace(0.05, 30, 300)[::-1]), 2e-15,
+             1e-300),
     "expit": (lambda s, x: s.expit(x), ss.expit, (WIDE * 30,), 3e-16, 1e-292),
     "logit": (lambda s, x: s.logit(x), ss.logit, (PROB,), 5e-16, 1.0),
     "xlogy": (lambda s, x, y: s.xlogy(x, y), ss.xlogy, (WIDE[:600], np.abs(WIDE[1:601])),
@@ -79,7 +82,7 @@ def _error(got, want, floor):
 
 
 def test_every_function_has_a_value_case():
-    covered = {"polygamma", "psi", "multigammaln", "chdtr", "chdtrc"} | set(VALUES)
+    covered = {"polygamma", "psi", "multigammaln", "chdtr", "chdtrc", "zeta"} | set(VALUES)
     assert set(special.FUNCTIONS) <= covered, sorted(set(special.FUNCTIONS) - covered)
 
 
@@ -111,6 +114,7 @@ GRADIENTS = {
     "gammaincc": (lambda s, x: s.gammaincc(2.5, x), np.array([0.3, 2.0, 4.0, 9.0])),
     "chdtrc": (lambda s, x: s.chdtrc(3.0, x), np.array([0.3, 2.0, 9.0])),
     "expit": (lambda s, x: s.expit(x), np.array([-800.0, -3.0, 0.0, 2.0, 800.0])),
+    "zeta": (lambda s, x: s.zeta(x * 3.0, x), np.array([0.6, 1.0, 2.5])),
     "logit": (lambda s, x: s.logit(x), np.array([0.1, 0.5, 0.8])),
     "xlogy": (lambda s, x: s.xlogy(x, x * x + 0.5), np.array([0.0, 0.5, 2.0])),
     "xlog1py": (lambda s, x: s.xlog1py(x, x * 0.5), np.array([0.0, 0.5, 2.0])),

@@ -239,3 +239,17 @@ def _incomplete_gamma_rule(sign):
 
 VJP_RULES[P["gammainc"]] = _incomplete_gamma_rule(1.0)
 VJP_RULES[P["gammaincc"]] = _incomplete_gamma_rule(-1.0)
+
+
+def _zeta_rule(em, op, bars, needs, context):
+    """d/ds zeta(s, q) is zeta_ds (its own expansion); d/dq zeta(s, q) = -s zeta(s + 1, q)."""
+    s, q = op.inputs
+    g = bars[0]
+    gs = em.unbroadcast(em.mul(g, em.op("zeta_ds", s, q)), s.aval.shape) if needs[0] else None
+    gq = em.unbroadcast(em.mul(g, em.op("neg", em.mul(s, em.op("zeta", em.add(s, _one(em, s)),
+                                                                q)))), q.aval.shape) \
+        if needs[1] else None
+    return [gs, gq]
+
+
+VJP_RULES[P["zeta"]] = _zeta_rule

@@ -348,6 +348,60 @@ def gammaincc(m, a, x):
     return _incomplete_gamma(m, a, x, upper=True)
 
 
+ZETA_TERMS = 10     # Hurwitz zeta: sum the first terms, then Euler-Maclaurin with 8 corrections
+
+
+def _zeta_terms(o, s, q, derivative):
+    """Euler-Maclaurin for zeta(s, q) = sum_k (q+k)^-s, or (derivative) its derivative in s:
+    sum_{k<N} (q+k)^-s + a^(1-s)/(s-1) + a^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) a^(1-s-2j),
+    with a = q + N."""
+    def term(base, power):          # base^-power, or its derivative in s (power depends on s)
+        value = o("pow", base, o("neg", power))
+        return o("neg", o("mul", o("log", base), value)) if derivative else value
+
+    total = o.c(0.0)
+    for k in range(ZETA_TERMS):
+        total = o("add", total, term(o("add", q, float(k)), s))
+    a = o("add", q, float(ZETA_TERMS))
+    s1 = o("sub", s, 1.0)
+    tail = o("div", term(a, s1), s1)
+    if derivative:
+        tail = o("sub", tail, o("div", o("pow", a, o("neg", s1)), o("mul", s1, s1)))
+    total = o("add", o("add", total, tail), o("mul", term(a, s), 0.5))
+    rising = o.c(1.0)           # s (s+1) ... (s+2j-2), and its derivative in s
+    d_rising = o.c(0.0)
+    for j, b in enumerate(BERNOULLI, start=1):
+        for i in ((0,) if j == 1 else (2 * j - 3, 2 * j - 2)):
+            factor = o("add", s, float(i))
+            d_rising = o("add", o("mul", d_rising, factor), rising)
+            rising = o("mul", rising, factor)
+        power = o("add", s, float(2 * j - 1))
+        coef = b / math.factorial(2 * j)
+        piece = o("mul", rising, term(a, power))
+        if derivative:
+            piece = o("add", piece, o("mul", d_rising, o("pow", a, o("neg", power))))
+        total = o("add", total, o("mul", piece, coef))
+    return total
+
+
+def _zeta(m, s, q, derivative):
+    o = _Ops(m, s)
+    ok = o("and", o("gt", s, 1.0), o("gt", q, 0.0))
+    out = _zeta_terms(o, o.where(ok, s, 2.0), o.where(ok, q, 1.0), derivative)
+    out = o.where(ok, out, math.nan)
+    return o.where(o("eq", s, 1.0), -math.inf if derivative else math.inf, out)
+
+
+def zeta(m, s, q):
+    """The Hurwitz zeta function sum_k (q+k)^-s, for s > 1 and q > 0."""
+    return _zeta(m, s, q, derivative=False)
+
+
+def zeta_ds(m, s, q):
+    """d/ds of the Hurwitz zeta function (the VJP of zeta in s)."""
+    return _zeta(m, s, q, derivative=True)
+
+
 EXPANSIONS = {"erf": erf, "erfc": erfc, "erfinv": erfinv, "ndtri": ndtri, "gammaln": gammaln,
               "polygamma": polygamma, "i0e": i0e, "i1e": i1e, "gammainc": gammainc,
-              "gammaincc": gammaincc}
+              "gammaincc": gammaincc, "zeta": zeta, "zeta_ds": zeta_ds}

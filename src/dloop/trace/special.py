@@ -107,6 +107,12 @@ def chdtrc(v, x):
     return gammaincc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
 
 
+def zeta(x, q=None):
+    """The Riemann zeta function, or Hurwitz's with q."""
+    x, q = _float(x, 1.0 if q is None else q)
+    return ops._apply("zeta", [x, q])
+
+
 def i0e(x):
     return _prim("i0e", x)
 
