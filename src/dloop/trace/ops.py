@@ -298,13 +298,19 @@ def getitem(x, key):
 
 
 def take_nd(x, key):
-    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x."""
+    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x; with fewer, the
+    leading axes are indexed (a row of a table: table[i], then row[j] is table[i, j])."""
+    if isinstance(x, PartialIndex):
+        return take_nd(x.table, x.key + tuple(key))
     x = _check_operand(x)
-    if len(key) != np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
-                                              for k in key):
+    if len(key) > np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
+                                             for k in key):
         raise DloopNotImplementedError(
-            f"indexing with traced indices needs one integer index per axis (x has {np.ndim(x)} "
-            "axes); slices mixed with traced indices are not supported yet", user_location())
+            f"indexing with traced indices needs integer indices, at most one per axis (x has "
+            f"{np.ndim(x)} axes); slices mixed with traced indices are not supported yet",
+            user_location())
+    if len(key) < np.ndim(x) and is_traced(x, *key):
+        return PartialIndex(x, tuple(key))
     idx = []
     for k in key:
         k = _check_operand(k)
@@ -316,6 +322,41 @@ def take_nd(x, key):
     if not is_traced(x, *idx):
         return np.asarray(x)[tuple(idx)]
     return bind1(P["gather"], [x, *idx])
+
+
+class PartialIndex(Tracer):
+    """table[i] with fewer indices than table's axes. It becomes a gather of whole rows only
+    when used as an array; indexed again (row[j]) it is the single gather table[i, j], which a
+    per-element loop body can hold (a row per element could not be)."""
+    __slots__ = ("table", "key", "_var", "_aval")
+
+    def __init__(self, table, key):
+        self.table, self.key, self._var = table, key, None
+        lead = np.broadcast_shapes(*(np.shape(k) for k in key))
+        self._aval = (tuple(lead) + tuple(np.shape(table)[len(key):]), table.dtype)
+        self.builder = next(a.builder for a in (table, *key) if isinstance(a, Tracer))
+
+    shape = property(lambda self: self._aval[0])
+    dtype = property(lambda self: self._aval[1])
+    ndim = property(lambda self: len(self._aval[0]))
+    size = property(lambda self: int(np.prod(self._aval[0], dtype=np.int64)))
+
+    @property
+    def var(self):
+        if self._var is None:
+            rest = np.shape(self.table)[len(self.key):]
+            lead = len(self.shape) - len(rest)
+            key = [reshape(k, np.shape(k) + (1,) * len(rest)) for k in self.key]
+            for axis, dim in enumerate(rest):
+                grid = (1,) * (lead + axis) + (dim,) + (1,) * (len(rest) - axis - 1)
+                key.append(np.arange(dim).reshape(grid))
+            whole = take_nd(self.table, tuple(key))
+            self.builder, self._var = whole.builder, whole.var
+        return self._var
+
+    @var.setter
+    def var(self, value):
+        self._var = value
 
 
 def _install_operators():
