@@ -169,3 +169,15 @@ def test_inside_per_element_loop(backend, name):
 
     got = dl.grad(lambda x: run(x, x.__array_namespace__().special).sum())(x)
     assert_close(got, finite_difference(numeric, x), rtol=1e-6, atol=1e-9)
+
+
+def test_polygamma_order_must_be_a_python_int():
+    with pytest.raises(dl.DloopNotImplementedError, match=r"(?s)Python int.*test_special.py"):
+        dl.jit(lambda x: x.__array_namespace__().special.polygamma(x, x))(np.array([1.5]))
+
+
+def test_incomplete_gamma_gradient_in_a_is_an_error():
+    def loss(a):
+        return a.__array_namespace__().special.gammainc(a, 2.0).sum()
+    with pytest.raises(dl.DloopNotImplementedError, match=r"(?s)respect to a.*test_special.py"):
+        dl.grad(loss)(np.array([1.5, 2.5]))

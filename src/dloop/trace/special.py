@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 
+from ..errors import DloopNotImplementedError
 from . import ops
 from .ops import where
+from .source import user_location
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -82,8 +84,6 @@ psi = digamma
 
 def polygamma(n, x):
     if not isinstance(n, (int, np.integer)) or n < 0:
-        from ..errors import DloopNotImplementedError
-        from .source import user_location
         raise DloopNotImplementedError("polygamma needs its order n as a non-negative Python "
                                        "int on traced arrays", user_location())
     return _prim("polygamma", x, n=int(n))
