@@ -1,4 +1,5 @@
-"""Coverage of the array API standard (2023.12, and the functions 2024.12 adds) by dloop's namespace for traced arrays.
+"""Coverage of the array API standard (2023.12, and the functions 2024.12 adds) by dloop's
+namespace for traced arrays.
 
     python tools/array_api_coverage.py            # rewrites docs/array_api_coverage.md
     python tools/array_api_coverage.py --check    # exits 1 if the file is out of date
@@ -41,8 +42,8 @@ NOT_ARRAY_FUNCTIONS = set("""e inf nan newaxis pi can_cast finfo iinfo isdtype r
 
 # Functions whose result is integer or boolean, or piecewise constant: the gradient through
 # them is zero by definition, not an approximation.
-NO_GRADIENT = set("""all any argsort argmax argmin count_nonzero searchsorted bitwise_and bitwise_left_shift
-    bitwise_invert bitwise_or bitwise_right_shift bitwise_xor ceil equal floor floor_divide
+NO_GRADIENT = set("""all any argsort argmax argmin count_nonzero searchsorted bitwise_and
+    bitwise_left_shift bitwise_invert bitwise_or bitwise_right_shift bitwise_xor ceil equal floor floor_divide
     greater greater_equal isfinite isinf isnan less less_equal logical_and logical_not
     logical_or logical_xor not_equal round sign signbit trunc imag""".split())
 NOT_DIFFERENTIATED_INPUTS = set("""arange empty eye full linspace ones zeros""".split())

@@ -153,7 +153,8 @@ def _frac(o, x):
 
 
 def _stirling(o, z):
-    """log Gamma(z) for z >= 10: (z - 1/2) log z - z + log(2 pi)/2 + sum B_2k/(2k(2k-1) z^(2k-1))."""
+    """log Gamma(z) for z >= 10:
+    (z - 1/2) log z - z + log(2 pi)/2 + sum_k B_2k / (2k (2k-1) z^(2k-1))."""
     out = o("add", o("sub", o("mul", o("sub", z, 0.5), o("log", z)), z),
             0.5 * math.log(2 * math.pi))
     inv = o("div", 1.0, z)
