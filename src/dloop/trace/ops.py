@@ -284,7 +284,9 @@ def transpose(x):
 
 def getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
-    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
+    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key) or (
+            isinstance(x, PartialIndex) and builtins.all(isinstance(k, (int, np.integer))
+                                                         for k in key)):
         return take_nd(x, key)
     if _value(x) is not None:
         return _constant(_value(x)[key]) if isinstance(x, Tracer) else x[key]
@@ -340,6 +342,9 @@ class PartialIndex(Tracer):
     dtype = property(lambda self: self._aval[1])
     ndim = property(lambda self: len(self._aval[0]))
     size = property(lambda self: int(np.prod(self._aval[0], dtype=np.int64)))
+
+    def constant_value(self):
+        return None
 
     @property
     def var(self):
