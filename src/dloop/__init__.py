@@ -16,6 +16,7 @@ from .errors import DloopNotImplementedError as DloopNotImplementedError
 from .errors import DloopTypeError as DloopTypeError
 from .errors import DloopValueError as DloopValueError
 from .errors import DloopWarning as DloopWarning
+from .pytree import register_pytree_node as register_pytree_node
 from .trace.loops import fori_loop as fori_loop
 from .trace.loops import while_loop as while_loop
 

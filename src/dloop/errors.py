@@ -37,3 +37,7 @@ class DloopMemoryError(DloopError, MemoryError):
 class DloopWarning(UserWarning):
     """Something dloop repaired or ignored on its own: a damaged kernel-cache entry, an
     unknown DLOOP_* environment variable."""
+
+
+class DloopAttributeError(DloopNotImplementedError, AttributeError):
+    """A name the array namespace of traced arrays does not have, so `hasattr` answers False."""

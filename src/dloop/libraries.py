@@ -62,8 +62,18 @@ def to_input(x, device, where=None):
                 f"this {type(x).__name__} lives on a CUDA device, and dloop's cuda backend "
                 "needs CuPy: pip install 'dloop[cuda]' (or pass arrays in host memory)",
                 where) from None
+        if array_api_compat.is_torch_array(x):
+            _refuse_grad(x, where)
         return x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
     return to_numpy(x, where)
+
+
+def _refuse_grad(tensor, where):
+    if tensor.requires_grad:
+        raise DloopTypeError(
+            "a torch tensor that requires grad was passed to dloop directly, which would cut "
+            "it from PyTorch's autograd; wrap the function with dloop.torch.function(fn) so "
+            "that loss.backward() reaches it (or pass tensor.detach())", where)
 
 
 def to_numpy(x, where=None):
@@ -72,12 +82,12 @@ def to_numpy(x, where=None):
     if array_api_compat.is_cupy_array(x):
         return x.get()                   # a host backend was chosen for device arrays
     if array_api_compat.is_torch_array(x):
+        _refuse_grad(x, where)
         if x.device.type == "cuda":
             return x.detach().cpu().numpy()
         if x.device.type != "cpu":
             raise DloopNotImplementedError(f"a torch tensor on {x.device} has no backend "
                                            "here; pass a CPU or CUDA tensor", where)
-        return np.from_dlpack(x.detach())
     if hasattr(x, "__dlpack__"):
         return np.from_dlpack(x)
     return np.asarray(x)
@@ -85,7 +95,7 @@ def to_numpy(x, where=None):
 
 def from_numpy(array, library, example):
     """`array` (NumPy, or CuPy from the cuda backend) as an array of `library` on the
-    example's device (example: an input array of that library)."""
+    example's device (example: an input array of that library), through DLPack."""
     if array_api_compat.is_cupy_array(array):
         if library == "cupy":
             return array
@@ -96,8 +106,9 @@ def from_numpy(array, library, example):
     array = np.asarray(array)
     if library == NUMPY or example is None:
         return array
-    if library == "torch":
-        import torch
-        out = torch.from_numpy(np.require(array, requirements=["C", "W"]))
-        return out if example.device.type == "cpu" else out.to(example.device)
-    return array_api_compat.array_namespace(example).asarray(array)
+    # NumPy exports only writeable, contiguous arrays through DLPack.
+    array = np.require(array, requirements=["C", "W"])
+    out = array_api_compat.array_namespace(example).from_dlpack(array)
+    if library == "torch" and example.device.type != "cpu":
+        out = out.to(example.device)
+    return out

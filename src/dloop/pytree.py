@@ -1,118 +1,115 @@
-"""Pytrees: arrays inside nested tuples, lists, dicts and namedtuples, flattened to leaves."""
+"""Pytrees: arrays inside nested containers, flattened to leaves, through optree (the pytree
+library PyTorch uses). Tuples, lists, dicts (by sorted key), OrderedDicts (in order),
+namedtuples, None, dataclasses and registered classes are nodes; everything else is a leaf."""
 
-from dataclasses import dataclass
+import dataclasses
+
+import optree
+
+NAMESPACE = "dloop"
+_KIND_NAMES = {kind: kind.name.lower() for kind in optree.PyTreeKind}
+_registered = set()
 
 
-@dataclass(frozen=True)
 class TreeDef:
-    kind: str            # 'leaf', 'none', 'tuple', 'list', 'dict', 'namedtuple'
-    meta: object         # dict keys, or the namedtuple class
-    children: tuple
+    """A tree's structure (an optree PyTreeSpec) with the few views dloop's messages use."""
+    __slots__ = ("spec",)
 
-    @property
-    def num_leaves(self):
-        if self.kind == "leaf":
-            return 1
-        return sum(c.num_leaves for c in self.children)
+    def __init__(self, spec):
+        self.spec = spec
+
+    kind = property(lambda self: _KIND_NAMES[self.spec.kind])
+    meta = property(lambda self: self.spec.type)
+    num_leaves = property(lambda self: self.spec.num_leaves)
+    children = property(lambda self: tuple(TreeDef(c) for c in self.spec.children()))
+
+    def __eq__(self, other):
+        return isinstance(other, TreeDef) and self.spec == other.spec
+
+    def __hash__(self):
+        return hash(self.spec)
+
+    def __repr__(self):
+        return describe(self)
 
 
-_LEAF = TreeDef("leaf", None, ())
-_NONE = TreeDef("none", None, ())
+def register_pytree_node(cls, flatten_fn, unflatten_fn):
+    """Make instances of `cls` nodes: flatten_fn(obj) -> (children, aux) and
+    unflatten_fn(aux, children) -> obj, as in JAX."""
+    optree.register_pytree_node(cls, lambda obj: flatten_fn(obj),
+                                lambda aux, children: unflatten_fn(aux, list(children)),
+                                namespace=NAMESPACE)
+    _registered.add(cls)
 
 
-def _is_namedtuple(x):
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+def _register_dataclass(cls):
+    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    optree.register_pytree_node(
+        cls, lambda obj: (tuple(getattr(obj, n) for n in names), None, names),
+        lambda _, children: cls(**dict(zip(names, children))), namespace=NAMESPACE)
+    _registered.add(cls)
+
+
+def _register_dataclasses(x):
+    """Dataclass instances are nodes of their fields; their classes are registered on sight."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        if type(x) not in _registered:
+            _register_dataclass(type(x))
+        for f in dataclasses.fields(x):
+            _register_dataclasses(getattr(x, f.name))
+    elif isinstance(x, (list, tuple)):
+        for c in x:
+            _register_dataclasses(c)
+    elif isinstance(x, dict):
+        for c in x.values():
+            _register_dataclasses(c)
 
 
 def flatten(tree):
-    """Return (leaves, treedef); dict entries are ordered by sorted key."""
-    leaves = []
-    return leaves, _flatten(tree, leaves)
-
-
-def _flatten(x, leaves):
-    if x is None:
-        return _NONE
-    if _is_namedtuple(x):
-        return TreeDef("namedtuple", type(x), tuple(_flatten(c, leaves) for c in x))
-    if isinstance(x, (tuple, list)):
-        return TreeDef(type(x).__name__, None, tuple(_flatten(c, leaves) for c in x))
-    if isinstance(x, dict):
-        keys = tuple(sorted(x))
-        return TreeDef("dict", keys, tuple(_flatten(x[k], leaves) for k in keys))
-    leaves.append(x)
-    return _LEAF
+    """Return (leaves, treedef)."""
+    _register_dataclasses(tree)
+    leaves, spec = optree.tree_flatten(tree, none_is_leaf=False, namespace=NAMESPACE)
+    return leaves, TreeDef(spec)
 
 
 def unflatten(treedef, leaves):
-    it = iter(leaves)
-    out = _unflatten(treedef, it)
-    return out
-
-
-def _unflatten(td, it):
-    if td.kind == "leaf":
-        return next(it)
-    if td.kind == "none":
-        return None
-    kids = [_unflatten(c, it) for c in td.children]
-    if td.kind == "tuple":
-        return tuple(kids)
-    if td.kind == "list":
-        return kids
-    if td.kind == "namedtuple":
-        return td.meta(*kids)
-    return dict(zip(td.meta, kids))
+    return optree.tree_unflatten(treedef.spec, list(leaves))
 
 
 def leaf_paths(treedef, root="carry"):
-    """Readable paths of the leaves, in flatten order: carry[1]['vel']."""
-    out = []
-    _paths(treedef, root, out)
-    return out
-
-
-def _paths(td, prefix, out):
-    if td.kind == "leaf":
-        out.append(prefix)
-        return
-    for name, c in zip(_child_paths(td, prefix), td.children):
-        _paths(c, name, out)
+    """Readable paths of the leaves, in flatten order: carry[1]['vel'], params.weights."""
+    return [accessor.codify(root) for accessor in treedef.spec.accessors()]
 
 
 def describe(td):
-    """A short structure description for error messages."""
-    if td.kind == "leaf":
-        return "*"
-    if td.kind == "none":
-        return "None"
-    inner = ", ".join(describe(c) for c in td.children)
-    if td.kind == "dict":
-        inner = ", ".join(f"{k!r}: {describe(c)}" for k, c in zip(td.meta, td.children))
-        return "{" + inner + "}"
-    if td.kind == "list":
-        return f"[{inner}]"
-    if td.kind == "namedtuple":
-        return f"{td.meta.__name__}({inner})"
-    return f"({inner},)" if len(td.children) == 1 else f"({inner})"
+    """A short structure description for error messages: (*, [*], {'a': *})."""
+    text = str(td.spec)
+    text = text[len("PyTreeSpec("):-1]
+    return text.replace(f", namespace='{NAMESPACE}'", "")
 
 
 def first_difference(expected, got, root="carry"):
     """(path, what it was, what it became) at the first place two structures differ."""
-    if expected.kind != got.kind or expected.meta != got.meta or \
-            len(expected.children) != len(got.children):
+    a, b = expected.spec, got.spec
+    if a.kind != b.kind or a.type != b.type or a.num_children != b.num_children or \
+            a.entries() != b.entries():
         return root, describe(expected), describe(got)
-    names = _child_paths(expected, root)
-    for name, a, b in zip(names, expected.children, got.children):
-        diff = first_difference(a, b, name)
+    if a.kind == optree.PyTreeKind.LEAF:
+        return None
+    for name, x, y in zip(_child_names(a, root), expected.children, got.children):
+        diff = first_difference(x, y, name)
         if diff is not None:
             return diff
     return None
 
 
-def _child_paths(td, prefix):
-    if td.kind == "dict":
-        return [f"{prefix}[{k!r}]" for k in td.meta]
-    if td.kind == "namedtuple":
-        return [f"{prefix}.{name}" for name in td.meta._fields]
-    return [f"{prefix}[{i}]" for i in range(len(td.children))]
+def _child_names(spec, root):
+    """The path of each child of `spec`: from the first entry of its first leaf's accessor
+    (carry.vel, carry[1]), or from its entry where it has no leaves."""
+    names = [f"{root}[{e!r}]" for e in spec.entries()]
+    accessors, leaf = spec.accessors(), 0
+    for k, child in enumerate(spec.children()):
+        if child.num_leaves:
+            names[k] = optree.PyTreeAccessor((accessors[leaf][0],)).codify(root)
+        leaf += child.num_leaves
+    return names

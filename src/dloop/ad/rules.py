@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .vjp import VJP_RULES
 
@@ -179,3 +180,76 @@ VJP_RULES[prims.reshape_p] = _reshape_rule
 VJP_RULES[prims.static_slice_p] = _slice_rule
 VJP_RULES[prims.transpose_p] = _transpose_rule
 VJP_RULES[prims.gather_p] = _gather_rule
+
+
+# Special functions (ir/special.py): their true derivatives, not those of the expansions.
+def _exp_square(em, y, scale):
+    """exp(scale * y^2)."""
+    return em.op("exp", em.mul(em.mul(y, y), em.lit(scale, y)))
+
+
+_SPECIAL = {
+    "erf": lambda em, x, y: em.mul(_exp_square(em, x, -1.0), em.lit(2 / math.sqrt(math.pi), x)),
+    "erfc": lambda em, x, y: em.mul(_exp_square(em, x, -1.0),
+                                    em.lit(-2 / math.sqrt(math.pi), x)),
+    "erfinv": lambda em, x, y: em.mul(_exp_square(em, y, 1.0), em.lit(math.sqrt(math.pi) / 2, x)),
+    "ndtri": lambda em, x, y: em.mul(_exp_square(em, y, 0.5), em.lit(math.sqrt(2 * math.pi), x)),
+    "gammaln": lambda em, x, y: em.op("polygamma", x, n=0),
+    # i0e' = i1e - sign(x) i0e
+    "i0e": lambda em, x, y: em.op("sub", em.op("i1e", x), em.mul(em.op("sign", x), y)),
+}
+for _name, _d in _SPECIAL.items():
+    VJP_RULES[P[_name]] = _unary(_d)
+
+
+def _polygamma_rule(em, op, bars, needs, context):
+    return [em.mul(bars[0], em.op("polygamma", op.inputs[0], n=op.params["n"] + 1))]
+
+
+def _i1e_rule(em, op, bars, needs, context):
+    """i1e' = i0e - i1e (sign(x) + 1/x), whose limit at 0 is 1/2."""
+    x, y = op.inputs[0], op.outputs[0]
+    zero = em.op("eq", x, em.lit(0.0, x))
+    safe = em.op("select", zero, _one(em, x), x)
+    slope = em.op("sub", em.op("i0e", x),
+                  em.mul(y, em.add(em.op("sign", x), _reciprocal(em, safe))))
+    return [em.mul(bars[0], em.op("select", zero, em.lit(0.5, x), slope))]
+
+
+VJP_RULES[P["polygamma"]] = _polygamma_rule
+VJP_RULES[P["i1e"]] = _i1e_rule
+
+
+def _incomplete_gamma_rule(sign):
+    """d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q: its negative). The derivative in a has no
+    closed form: asking for it is an error, not a zero."""
+    def rule(em, op, bars, needs, context):
+        a, x = op.inputs
+        if needs[0]:
+            raise DloopNotImplementedError(
+                f"the gradient of {op.prim.name}(a, x) with respect to a is not available; "
+                "pass a as a constant (differentiate with respect to x only)", op.src)
+        log_density = em.op("sub", em.op("sub", em.mul(em.op("sub", a, _one(em, a)),
+                                                       em.op("log", x)), x),
+                            em.op("gammaln", a))
+        slope = em.mul(em.op("exp", log_density), em.lit(sign, x))
+        return [None, em.unbroadcast(em.mul(bars[0], slope), x.aval.shape)]
+    return rule
+
+
+VJP_RULES[P["gammainc"]] = _incomplete_gamma_rule(1.0)
+VJP_RULES[P["gammaincc"]] = _incomplete_gamma_rule(-1.0)
+
+
+def _zeta_rule(em, op, bars, needs, context):
+    """d/ds zeta(s, q) is zeta_ds (its own expansion); d/dq zeta(s, q) = -s zeta(s + 1, q)."""
+    s, q = op.inputs
+    g = bars[0]
+    gs = em.unbroadcast(em.mul(g, em.op("zeta_ds", s, q)), s.aval.shape) if needs[0] else None
+    gq = em.unbroadcast(em.mul(g, em.op("neg", em.mul(s, em.op("zeta", em.add(s, _one(em, s)),
+                                                                q)))), q.aval.shape) \
+        if needs[1] else None
+    return [gs, gq]
+
+
+VJP_RULES[P["zeta"]] = _zeta_rule

@@ -12,7 +12,7 @@ VJP_RULES[P["acosh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
     "sqrt", em.op("sub", em.mul(x, x), _one(em, x)))))
 VJP_RULES[P["atanh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
     "sub", _one(em, x), em.mul(x, x))))
-for _name in ("round", "trunc", "shl", "shr", "argreduce", "searchsorted"):
+for _name in ("round", "trunc", "shl", "shr", "argreduce", "searchsorted", "argsort"):
     VJP_RULES[P[_name]] = _zero_rule
 
 
@@ -71,3 +71,17 @@ VJP_RULES[P["roll"]] = _roll_rule
 VJP_RULES[P["cumsum"]] = _cumsum_rule
 VJP_RULES[P["concat"]] = _concat_rule
 VJP_RULES[P["matmul"]] = _matmul_rule
+
+
+def _cumprod_rule(em, op, bars, needs, context):
+    return [em.op("cumprod_vjp", op.inputs[0], bars[0], axis=op.params["axis"])]
+
+
+def _slice_vjp_rule(em, op, bars, needs, context):
+    """static_slice_vjp places g into zeros at key; its transpose reads key back out."""
+    g = op.inputs[0]
+    return [em.op("static_slice", bars[0], key=op.params["key"], shape=g.aval.shape)]
+
+
+VJP_RULES[P["cumprod"]] = _cumprod_rule
+VJP_RULES[P["static_slice_vjp"]] = _slice_vjp_rule

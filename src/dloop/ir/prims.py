@@ -4,6 +4,8 @@ implementations (runtime/host_ops.py) are registered in tables keyed by these ob
 
 import numpy as np
 
+from . import elementwise
+
 BOOL = np.dtype(bool)
 INT64 = np.dtype(np.int64)
 
@@ -53,20 +55,12 @@ def _make(name, kind, abstract_eval):
 
 
 # Elementwise primitives take operands of one dtype (tracing inserts converts) and broadcast.
-UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt")
-UNARY_SAME = ("neg", "abs", "sign", "floor", "ceil", "round", "trunc")
-BINARY_SAME = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "atan2", "max", "min",
-               "copysign", "shl", "shr")
-COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+for _row in elementwise.ROWS:
+    _make(_row.name, "elementwise", _to_bool if _row.result_is_bool else
+          _select if _row.name == "select" else _same)
+COMPARE = tuple(r.name for r in elementwise.ROWS if r.result_is_bool)
 LOGICAL = ("and", "or", "xor")
-
-for _n in UNARY_FLOAT + UNARY_SAME + BINARY_SAME + LOGICAL:
-    _make(_n, "elementwise", _same)
-for _n in COMPARE:
-    _make(_n, "elementwise", _to_bool)
-not_p = _make("not", "elementwise", _same)
-select_p = _make("select", "elementwise", _select)
+not_p, select_p = REGISTRY["not"], REGISTRY["select"]
 convert_p = _make("convert", "elementwise", lambda a, *, dtype: [(a.shape, np.dtype(dtype))])
 broadcast_p = _make("broadcast_to", "elementwise", lambda a, *, shape: [(tuple(shape), a.dtype)])
 
@@ -128,6 +122,10 @@ static_slice_vjp_p = _make("static_slice_vjp", "host",
 prod_vjp_p = _make("prod_vjp", "host", lambda a, g, *, axes: [(a.shape, a.dtype)])
 scatter_add_p = _make("scatter_add", "host",
                       lambda g, *idx, shape: [(tuple(shape), g.dtype)])
+# argsort along one axis (stable; descending keeps equal elements in order).
+argsort_p = _make("argsort", "host", lambda a, *, axis, descending: [(a.shape, INT64)])
+cumprod_p = _make("cumprod", "host", lambda a, *, axis: [(a.shape, a.dtype)])
+cumprod_vjp_p = _make("cumprod_vjp", "host", lambda a, g, *, axis: [(a.shape, a.dtype)])
 
 
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),

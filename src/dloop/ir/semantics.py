@@ -3,68 +3,54 @@ Constant folding, the interpreter and every compiled backend agree with these.""
 
 import numpy as np
 
+from .elementwise import BY_NAME, ROWS
 
-def _int_div(fn):
-    def safe(a, b):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = fn(a, b)
-        # Integer division by zero gives 0 (NumPy's answer), never a trap.
-        return np.where(np.asarray(b) == 0, 0, out).astype(np.result_type(a, b)) \
-            if np.issubdtype(np.result_type(a, b), np.integer) else out
-    return safe
+NUMPY = {r.name: r.numpy for r in ROWS if r.expansion is None}
 
 
-def _floor(a):
-    return a if not np.issubdtype(np.asarray(a).dtype, np.floating) else np.floor(a)
+class NumpyMath:
+    """The `m` of ir/special.py's expansions, on NumPy arrays."""
+
+    @staticmethod
+    def op(name, *args):
+        return NUMPY[name](*args)
+
+    @staticmethod
+    def lit(value, like):
+        return np.asarray(like).dtype.type(value)
 
 
-def _ceil(a):
-    return a if not np.issubdtype(np.asarray(a).dtype, np.floating) else np.ceil(a)
+def convert(x, dtype):
+    """x as `dtype`. Float to integer saturates: NaN gives 0, values beyond the integer type's
+    range give its min or max (LLVM's fptosi.sat), so no backend meets undefined behaviour."""
+    x, dtype = np.asarray(x), np.dtype(dtype)
+    if not (np.issubdtype(x.dtype, np.floating) and np.issubdtype(dtype, np.integer)):
+        return x.astype(dtype)
+    info = np.iinfo(dtype)
+    # float(info.max) rounds up to 2**63 for int64: compare against that bound, not clip to it.
+    high = x >= np.float64(info.max) + 1.0 if dtype.itemsize < 8 else x >= 2.0 ** 63
+    low = x < np.float64(info.min)
+    safe = np.where(np.isnan(x) | high | low, 0, x).astype(dtype)
+    return np.where(high, info.max, np.where(low, info.min, safe)).astype(dtype)
 
 
-def _shift(fn, a, b):
-    """Shifts by a negative count or by the bit width or more give 0 (-1 for >> of a
-    negative), the same on every backend."""
-    a, b = np.asarray(a), np.asarray(b)
-    bits = a.dtype.itemsize * 8
-    out = fn(a, np.clip(b, 0, bits - 1))
-    if fn is np.left_shift:
-        return np.where((b < 0) | (b >= bits), 0, out).astype(a.dtype)
-    return np.where(b < 0, 0, out).astype(a.dtype)
-
-
-def _logic(bool_fn, int_fn):
-    return lambda a, b: bool_fn(a, b) if np.asarray(a).dtype == bool else int_fn(a, b)
-
-
-NUMPY = {
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "exp": np.exp,
-    "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "round": lambda a: np.round(a) if np.issubdtype(np.asarray(a).dtype, np.floating) else a,
-    "trunc": lambda a: np.trunc(a) if np.issubdtype(np.asarray(a).dtype, np.floating) else a,
-    "copysign": np.copysign, "shl": lambda a, b: _shift(np.left_shift, a, b),
-    "shr": lambda a, b: _shift(np.right_shift, a, b), "neg": np.negative, "abs": np.abs,
-    "sign": np.sign, "floor": _floor,
-    "ceil": _ceil,
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": _int_div(np.floor_divide), "mod": _int_div(np.remainder), "pow": np.power,
-    "atan2": np.arctan2, "max": np.maximum, "min": np.minimum,
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
-    "and": _logic(np.logical_and, np.bitwise_and), "or": _logic(np.logical_or, np.bitwise_or),
-    "xor": _logic(np.logical_xor, np.bitwise_xor),
-    "not": lambda a: np.logical_not(a) if np.asarray(a).dtype == bool else np.invert(a),
-    "select": np.where,
-}
+def stable_argsort(x, *, axis, descending):
+    """argsort along `axis`; equal elements keep their order, descending too (the reversed
+    array's ascending order, mapped back)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.flip(x.shape[axis] - 1 - order, axis)
 
 
 def evaluate(name, args, params):
     """Apply elementwise primitive `name` to NumPy arrays."""
     if name == "convert":
-        return np.asarray(args[0]).astype(params["dtype"])
+        return convert(args[0], params["dtype"])
     if name == "broadcast_to":
         return np.broadcast_to(args[0], params["shape"])
     with np.errstate(all="ignore"):
+        expansion = BY_NAME[name].expansion
+        if expansion is not None:
+            return expansion(NumpyMath, *(np.asarray(a) for a in args), **params)
         return NUMPY[name](*args)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import prims
+from ..ir import elementwise, prims
 from ..ir.graph import Lit, safe_zip
 from . import kir
 
@@ -144,6 +144,29 @@ for _p in prims.REGISTRY.values():
     if _p.kind == "elementwise":
         LOWERINGS[_p] = _elementwise
 LOWERINGS[prims.broadcast_p] = lambda kb, op, ins: [ins[0]]
+
+
+class _KernelMath:
+    """The `m` of ir/special.py's expansions: special functions become scalar kernel code."""
+
+    def __init__(self, kb):
+        self.kb = kb
+
+    def op(self, name, *args):
+        dtype = BOOL if elementwise.BY_NAME[name].result_is_bool else args[-1].dtype
+        return self.kb.assign(name, args, dtype)
+
+    def lit(self, value, like):
+        return self.kb.const(value, like.dtype)
+
+
+def _expanded(expansion):
+    return lambda kb, op, ins: [expansion(_KernelMath(kb), *ins, **op.params)]
+
+
+for _row in elementwise.ROWS:
+    if _row.expansion is not None:
+        LOWERINGS[prims.REGISTRY[_row.name]] = _expanded(_row.expansion)
 LOWERINGS[prims.convert_p] = lambda kb, op, ins: [kb.assign("convert", ins,
                                                              op.params["dtype"])]
 

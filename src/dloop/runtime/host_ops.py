@@ -5,6 +5,7 @@ functions follow an operand through `like=`."""
 import numpy as np
 
 from ..ir import prims
+from ..ir.semantics import stable_argsort
 
 HOST_IMPLS = {}
 
@@ -48,6 +49,21 @@ def _scatter_add(g, *idx, shape):
     return out
 
 
+def _cumprod_vjp(x, g, *, axis):
+    """Cotangent of cumprod along `axis`, exact where x has zeros: with s_j = g_j +
+    x_{j+1} s_{j+1} (a reverse recurrence), dx_j = s_j * prod(x_k for k < j)."""
+    x, g = np.moveaxis(x, axis, -1), np.moveaxis(g, axis, -1)
+    s = np.empty_like(g)
+    running = np.zeros(g.shape[:-1], dtype=g.dtype)
+    for j in reversed(range(x.shape[-1])):
+        nxt = x[..., j + 1] if j + 1 < x.shape[-1] else np.zeros_like(running)
+        running = g[..., j] + nxt * running
+        s[..., j] = running
+    before = np.cumprod(np.concatenate([np.ones_like(x[..., :1]), x[..., :-1]], axis=-1),
+                        axis=-1)
+    return np.moveaxis(s * before, -1, axis)
+
+
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
@@ -62,3 +78,6 @@ HOST_IMPLS[prims.static_slice_p] = lambda x, *, key, shape: np.asarray(x[key], l
 HOST_IMPLS[prims.static_slice_vjp_p] = _slice_vjp
 HOST_IMPLS[prims.prod_vjp_p] = _prod_vjp
 HOST_IMPLS[prims.scatter_add_p] = _scatter_add
+HOST_IMPLS[prims.argsort_p] = stable_argsort
+HOST_IMPLS[prims.cumprod_p] = lambda x, *, axis: np.cumprod(x, axis=axis)
+HOST_IMPLS[prims.cumprod_vjp_p] = _cumprod_vjp

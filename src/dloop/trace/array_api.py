@@ -6,42 +6,42 @@ import math
 
 import numpy as np
 
-from ..errors import DloopNotImplementedError
-from . import arrays, ops
+from ..errors import DloopAttributeError
+from ..ir import elementwise
+from . import arrays, ops, special  # noqa: F401  (xp.special, as SciPy looks for it)
+from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
+                     result_type)
+from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
+                        reciprocal, sort, take_along_axis)
 from .source import user_location
-from .tracer import Tracer, current_builder, is_tracing
+from .tracer import Tracer
 
 __array_api_version__ = "2023.12"
 
 bool = np.bool_
-int32, int64 = np.int32, np.int64
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
 float32, float64 = np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
 
-_UNARY_FLOAT = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-                "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt")
-_UNARY = {"negative": "neg", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil",
-          "round": "round", "trunc": "trunc"}
-_BINARY = {"floor_divide": "floordiv", "remainder": "mod", "maximum": "max", "minimum": "min"}
-_COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
-            "equal": "eq", "not_equal": "ne"}
-_BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
-            "bitwise_left_shift": "shl", "bitwise_right_shift": "shr"}
+
+def _row_function(row):
+    if row.spelling == "compare":
+        return lambda a, b: ops.compare(row.name, a, b)
+    if row.spelling == "bitwise":
+        return lambda *xs: ops.logical(row.name, *xs)
+    if row.arity == 1:
+        return lambda x: ops.unary(row.name, x, float_only=row.float_only)
+    return lambda a, b: ops.binary(row.name, a, b, float_only=row.float_only)
 
 
 def _define():
     ns = globals()
-    for name in _UNARY_FLOAT:
-        ns[name] = (lambda p: lambda x: ops.unary(p, x, float_only=True))(name)
-    for name, prim in _UNARY.items():
-        ns[name] = (lambda p: lambda x: ops.unary(p, x))(prim)
-    for name, prim in _BINARY.items():
-        ns[name] = (lambda p: lambda a, b: ops.binary(p, a, b))(prim)
-    for name, prim in _COMPARE.items():
-        ns[name] = (lambda p: lambda a, b: ops.compare(p, a, b))(prim)
-    for name, prim in _BITWISE.items():
-        ns[name] = (lambda p: lambda a, b: ops.logical(p, a, b))(prim)
+    for row in elementwise.ROWS:
+        if row.api is not None:
+            ns[row.api] = _row_function(row)
     for name in ("and", "or", "xor"):
         ns[f"logical_{name}"] = (lambda p: lambda a, b: ops.logical_op(p, a, b))(name)
 
@@ -49,28 +49,19 @@ def _define():
 _define()
 
 
-def atan2(a, b):
-    return ops.binary("atan2", a, b, float_only=True)
-
-
 def logical_not(x):
     return ops.logical_op("not", x)
-
-
-def bitwise_invert(x):
-    return ops.logical("not", x)
 
 
 def positive(x):
     return x
 
 
-add, subtract, multiply, divide = ops.add, ops.subtract, ops.multiply, ops.divide
 pow, square, clip, where, astype = ops.power, ops.square, ops.clip, ops.where, ops.astype
 sum, prod, max, min, mean = ops.sum, ops.prod, ops.max, ops.min, ops.mean
 reshape, broadcast_to, permute_dims = ops.reshape, ops.broadcast_to, ops.permute_dims
 hypot, logaddexp = arrays.hypot, arrays.logaddexp
-copysign, signbit = arrays.copysign, arrays.signbit
+signbit = arrays.signbit
 isnan, isinf, isfinite = arrays.isnan, arrays.isinf, arrays.isfinite
 real, imag, conj = arrays.real, arrays.imag, arrays.conj
 roll, concat, stack, unstack, flip = arrays.roll, arrays.concat, arrays.stack, arrays.unstack, \
@@ -89,16 +80,24 @@ arange, linspace, eye, zeros, ones, full, empty = arrays.arange, arrays.linspace
 
 def asarray(x, dtype=None, copy=None, device=None):
     """Inside a traced function, an array of this namespace: a tracer, so that a NumPy table
-    can be indexed by traced indices (xp.asarray(table)[i])."""
-    if not isinstance(x, Tracer) and is_tracing():
-        builder = current_builder()
-        x = Tracer(builder, builder.lift(x if isinstance(x, (int, float)) else np.asarray(x)))
+    can be indexed by traced indices (xp.asarray(table)[i]) and updated in place. Scalars
+    stay concrete NumPy values, so that checks on them (if xp.any(p < 0)) still run."""
+    if isinstance(x, (list, tuple)) and ops.is_traced(*x):
+        x = arrays.stack([asarray(v) for v in x])
+    if isinstance(x, Tracer):
+        # A new object for the same value: an in-place update of the copy must not rebind x.
+        x = Tracer(x.builder, x.var) if copy else x
+    else:
+        x = np.asarray(x, dtype=dtype)
+        x = x if x.ndim == 0 else arrays.constant(x)
     return x if dtype is None else ops.astype(x, dtype)
 
 
 def full_like(x, fill_value, dtype=None, device=None):
+    """Traced like x, so that it can be updated in place (out[idx] = v) as an array of this
+    namespace."""
     dtype = np.dtype(dtype or ops.result_dtype(x))
-    return ops.broadcast_to(ops.convert(fill_value, dtype), np.shape(x))
+    return asarray(ops.broadcast_to(ops.convert(fill_value, dtype), np.shape(x)))
 
 
 def zeros_like(x, dtype=None, device=None):
@@ -134,5 +133,6 @@ def triu(x, k=0):
 
 
 def __getattr__(name):
-    raise DloopNotImplementedError(f"the array API function '{name}' is not supported on traced "
-                                   "arrays yet", user_location())
+    # An AttributeError too, so that hasattr(xp, "fft") is False, as libraries probe.
+    raise DloopAttributeError(f"the array API function '{name}' is not supported on traced "
+                              "arrays yet", user_location())

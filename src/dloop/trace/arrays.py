@@ -12,7 +12,7 @@ from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from . import ops
 from .ops import P, bind1, convert, is_traced, result_dtype
 from .source import user_location
-from .tracer import Tracer
+from .tracer import Tracer, current_builder, is_tracing
 
 
 def _axis(axis, ndim):
@@ -277,7 +277,8 @@ def searchsorted(x1, x2, side="left", sorter=None):
     return bind1(P["searchsorted"], [convert(x1, dt), convert(x2, dt)], {"side": side})
 
 
-# ---- creation (values that do not depend on traced arrays are ordinary constants) ----
+# ---- creation: constants, traced while tracing so that they can be updated in place
+# (out = xp.zeros(n); out[1:] = v) and indexed by traced indices (xp.arange(n)[i]) ----
 
 def _concrete(name, *args):
     if is_traced(*args):
@@ -285,31 +286,40 @@ def _concrete(name, *args):
                              user_location())
 
 
+def constant(array):
+    if not is_tracing():
+        return array
+    builder = current_builder()
+    return Tracer(builder, builder.lift(array))
+
+
 def arange(start, stop=None, step=1, *, dtype=None, device=None):
     _concrete("arange", start, stop, step)
-    return np.arange(start, stop, step, dtype=dtype)
+    return constant(np.arange(start, stop, step, dtype=dtype))
 
 
 def linspace(start, stop, num, *, dtype=None, device=None, endpoint=True):
     _concrete("linspace", start, stop, num)
-    return np.linspace(start, stop, num, dtype=dtype, endpoint=endpoint)
+    return constant(np.linspace(start, stop, num, dtype=dtype, endpoint=endpoint))
 
 
 def eye(n_rows, n_cols=None, k=0, *, dtype=None, device=None):
-    return np.eye(n_rows, n_cols, k, dtype=dtype or np.float64)
+    return constant(np.eye(n_rows, n_cols, k, dtype=dtype or np.float64))
 
 
 def zeros(shape, *, dtype=None, device=None):
-    return np.zeros(shape, dtype=dtype or np.float64)
+    return constant(np.zeros(shape, dtype=dtype or np.float64))
 
 
 def ones(shape, *, dtype=None, device=None):
-    return np.ones(shape, dtype=dtype or np.float64)
+    return constant(np.ones(shape, dtype=dtype or np.float64))
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
-    _concrete("full", fill_value)
-    return np.full(shape, fill_value, dtype=dtype)
+    if is_traced(fill_value):
+        return ops.broadcast_to(ops.astype(fill_value, dtype or fill_value.dtype),
+                                (shape,) if isinstance(shape, int) else tuple(shape))
+    return constant(np.full(shape, fill_value, dtype=dtype))
 
 
 empty = zeros

@@ -4,32 +4,22 @@ __array_function__, so existing NumPy code is traced unchanged."""
 import numpy as np
 
 from ..errors import DloopNotImplementedError
+from ..ir import elementwise
 from . import array_api as xp
-from . import ops
+from . import numpy_functions as nf
+from . import ops, special
 from .source import user_location
 
-_UFUNCS = {
-    np.add: xp.add, np.subtract: xp.subtract, np.multiply: xp.multiply,
-    np.true_divide: xp.divide, np.floor_divide: xp.floor_divide, np.remainder: xp.remainder,
-    np.power: xp.pow, np.negative: xp.negative, np.positive: xp.positive,
-    np.absolute: xp.abs, np.sign: xp.sign, np.floor: xp.floor, np.ceil: xp.ceil,
-    np.sin: xp.sin, np.cos: xp.cos, np.tan: xp.tan, np.arcsin: xp.asin, np.arccos: xp.acos,
-    np.arctan: xp.atan, np.arctan2: xp.atan2, np.sinh: xp.sinh, np.cosh: xp.cosh,
-    np.tanh: xp.tanh, np.exp: xp.exp, np.expm1: xp.expm1, np.log: xp.log, np.log1p: xp.log1p,
-    np.log2: xp.log2, np.log10: xp.log10, np.sqrt: xp.sqrt, np.square: xp.square,
-    np.arcsinh: xp.asinh, np.arccosh: xp.acosh, np.arctanh: xp.atanh, np.rint: xp.round,
-    np.trunc: xp.trunc, np.copysign: xp.copysign, np.hypot: xp.hypot,
+_UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
+_UFUNCS.update({
+    np.power: xp.pow, np.positive: xp.positive, np.square: xp.square, np.hypot: xp.hypot,
     np.logaddexp: xp.logaddexp, np.isnan: xp.isnan, np.isinf: xp.isinf,
-    np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.left_shift: xp.bitwise_left_shift,
-    np.right_shift: xp.bitwise_right_shift, np.conjugate: xp.conj,
-    np.maximum: xp.maximum, np.minimum: xp.minimum,
-    np.less: xp.less, np.less_equal: xp.less_equal, np.greater: xp.greater,
-    np.greater_equal: xp.greater_equal, np.equal: xp.equal, np.not_equal: xp.not_equal,
+    np.isfinite: xp.isfinite, np.signbit: xp.signbit, np.conjugate: xp.conj,
     np.logical_and: xp.logical_and, np.logical_or: xp.logical_or,
     np.logical_xor: xp.logical_xor, np.logical_not: xp.logical_not,
-    np.bitwise_and: xp.bitwise_and, np.bitwise_or: xp.bitwise_or,
-    np.bitwise_xor: xp.bitwise_xor, np.invert: xp.bitwise_invert,
-}
+    # NumPy 2's matmul is a ufunc: A @ x with a NumPy A arrives here.
+    np.matmul: xp.matmul, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
+})
 _REDUCERS = {np.add: xp.sum, np.multiply: xp.prod, np.maximum: xp.max, np.minimum: xp.min}
 
 
@@ -44,6 +34,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__" and ufunc in _UFUNCS:
         _no_kwargs(ufunc.__name__, kwargs)
         return _UFUNCS[ufunc](*inputs)
+    if method == "__call__" and ufunc.__name__ in special.FUNCTIONS:
+        # scipy.special's ufuncs (erf, gammaln, ...) and np.cbrt, called on traced arrays.
+        _no_kwargs(ufunc.__name__, kwargs)
+        return special.FUNCTIONS[ufunc.__name__](*inputs)
     if method == "reduce" and ufunc in _REDUCERS:
         _no_kwargs(f"{ufunc.__name__}.reduce", kwargs, ("axis", "keepdims"))
         axis = kwargs.get("axis", 0)
@@ -113,6 +107,14 @@ _FUNCTIONS = {
     np.ones_like: lambda a, dtype=None: xp.ones_like(a, dtype),
     np.full_like: lambda a, fill_value, dtype=None: xp.full_like(a, fill_value, dtype),
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
+    np.linalg.norm: nf.norm, np.interp: nf.interp, np.einsum: nf.einsum, np.outer: nf.outer,
+    np.atleast_1d: nf.atleast_1d, np.hstack: nf.hstack, np.vstack: nf.vstack, np.pad: nf.pad,
+    np.diff: nf.diff, np.cumprod: nf.cumprod, np.sort: nf.sort, np.argsort: nf.argsort,
+    np.ravel: nf.ravel, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
+    np.any: lambda a, axis=None, keepdims=False: xp.any(a, axis=axis, keepdims=keepdims),
+    np.all: lambda a, axis=None, keepdims=False: xp.all(a, axis=axis, keepdims=keepdims),
+    np.take_along_axis: lambda a, indices, axis: xp.take_along_axis(a, indices, axis=axis),
+    np.copy: lambda a, order="K", subok=False: xp.asarray(a, copy=True),
 }
 
 

@@ -11,7 +11,7 @@ from ..ir import prims
 from ..ir.semantics import evaluate
 from ..libraries import to_numpy
 from .source import user_location
-from .tracer import Tracer, bind1
+from .tracer import Tracer, bind1, current_builder
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -47,14 +47,29 @@ def result_dtype(*xs):
 def convert(x, dtype):
     dtype = np.dtype(dtype)
     if isinstance(x, Tracer):
-        return x if x.dtype == dtype else bind1(P["convert"], [x], {"dtype": dtype})
+        return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
     if isinstance(x, (bool, int, float)):
         return dtype.type(x)
     return np.asarray(x).astype(dtype)
 
 
+def _constant(array):
+    """A computed constant, traced like the constant operands it came from. Folding keeps
+    checks on constants (if xp.any(table < 0)) answerable while tracing."""
+    builder = current_builder()
+    return Tracer(builder, builder.lift(np.asarray(array)))
+
+
+def _value(x):
+    """x's concrete value: x itself, or what a constant tracer holds; None if computed."""
+    return x.constant_value() if isinstance(x, Tracer) else x
+
+
 def _apply(name, args, **params):
     if is_traced(*args):
+        values = [_value(a) for a in args]
+        if builtins.all(v is not None for v in values):
+            return _constant(evaluate(name, [np.asarray(v) for v in values], params))
         return bind1(P[name], list(args), params)
     return evaluate(name, [np.asarray(a) for a in args], params)
 
@@ -161,7 +176,9 @@ def clip(x, min=None, max=None):
 
 
 def astype(x, dtype, copy=True):
-    return convert(_check_operand(x), dtype)
+    out = convert(_check_operand(x), dtype)
+    # A copy is a new object, so that an in-place update of it leaves x alone.
+    return Tracer(out.builder, out.var) if copy and out is x else out
 
 
 def broadcast_to(x, shape):
@@ -198,9 +215,10 @@ def _reduce(op, x, axis, keepdims, dtype=None):
     elif op in ("sum", "prod") and (x.dtype == bool or np.issubdtype(x.dtype, np.integer)):
         x = convert(x, np.int64)
     axes = _axes(x, axis)
-    if not isinstance(x, Tracer):
+    if _value(x) is not None:
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
-        return fn(x, axis=axes, keepdims=keepdims)
+        out = fn(_value(x), axis=axes, keepdims=keepdims)
+        return _constant(out) if isinstance(x, Tracer) else out
     if op in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
         raise DloopValueError(f"{op} of an empty array has no identity", user_location())
     out = bind1(P["reduce"], [x], {"op": op, "axes": axes})
@@ -266,10 +284,12 @@ def transpose(x):
 
 def getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
-    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
+    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key) or (
+            isinstance(x, PartialIndex) and builtins.all(isinstance(k, (int, np.integer))
+                                                         for k in key)):
         return take_nd(x, key)
-    if not isinstance(x, Tracer):
-        return x[key]
+    if _value(x) is not None:
+        return _constant(_value(x)[key]) if isinstance(x, Tracer) else x[key]
     try:
         out_shape = np.empty(x.shape, dtype=bool)[key].shape
     except IndexError as e:
@@ -280,13 +300,19 @@ def getitem(x, key):
 
 
 def take_nd(x, key):
-    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x."""
+    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x; with fewer, the
+    leading axes are indexed (a row of a table: table[i], then row[j] is table[i, j])."""
+    if isinstance(x, PartialIndex):
+        return take_nd(x.table, x.key + tuple(key))
     x = _check_operand(x)
-    if len(key) != np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
-                                              for k in key):
+    if len(key) > np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
+                                             for k in key):
         raise DloopNotImplementedError(
-            f"indexing with traced indices needs one integer index per axis (x has {np.ndim(x)} "
-            "axes); slices mixed with traced indices are not supported yet", user_location())
+            f"indexing with traced indices needs integer indices, at most one per axis (x has "
+            f"{np.ndim(x)} axes); slices mixed with traced indices are not supported yet",
+            user_location())
+    if len(key) < np.ndim(x) and is_traced(x, *key):
+        return PartialIndex(x, tuple(key))
     idx = []
     for k in key:
         k = _check_operand(k)
@@ -298,6 +324,44 @@ def take_nd(x, key):
     if not is_traced(x, *idx):
         return np.asarray(x)[tuple(idx)]
     return bind1(P["gather"], [x, *idx])
+
+
+class PartialIndex(Tracer):
+    """table[i] with fewer indices than table's axes. It becomes a gather of whole rows only
+    when used as an array; indexed again (row[j]) it is the single gather table[i, j], which a
+    per-element loop body can hold (a row per element could not be)."""
+    __slots__ = ("table", "key", "_var", "_aval")
+
+    def __init__(self, table, key):
+        self.table, self.key, self._var = table, key, None
+        lead = np.broadcast_shapes(*(np.shape(k) for k in key))
+        self._aval = (tuple(lead) + tuple(np.shape(table)[len(key):]), table.dtype)
+        self.builder = next(a.builder for a in (table, *key) if isinstance(a, Tracer))
+
+    shape = property(lambda self: self._aval[0])
+    dtype = property(lambda self: self._aval[1])
+    ndim = property(lambda self: len(self._aval[0]))
+    size = property(lambda self: int(np.prod(self._aval[0], dtype=np.int64)))
+
+    def constant_value(self):
+        return None
+
+    @property
+    def var(self):
+        if self._var is None:
+            rest = np.shape(self.table)[len(self.key):]
+            lead = len(self.shape) - len(rest)
+            key = [reshape(k, np.shape(k) + (1,) * len(rest)) for k in self.key]
+            for axis, dim in enumerate(rest):
+                grid = (1,) * (lead + axis) + (dim,) + (1,) * (len(rest) - axis - 1)
+                key.append(np.arange(dim).reshape(grid))
+            whole = take_nd(self.table, tuple(key))
+            self.builder, self._var = whole.builder, whole.var
+        return self._var
+
+    @var.setter
+    def var(self, value):
+        self._var = value
 
 
 def _install_operators():
@@ -329,6 +393,12 @@ def _install_operators():
     for name, fn in table.items():
         setattr(Tracer, name, fn)
     Tracer.T = property(transpose)
+
+
+def install_methods(methods):
+    """NumPy's array methods beyond the operators, from the modules that implement them."""
+    for name, fn in methods.items():
+        setattr(Tracer, name, fn)
 
 
 _install_operators()

@@ -33,6 +33,9 @@ class Builder:
         self.active = True
 
     def __enter__(self):
+        if not _state.stack:
+            from .interop import install
+            install()
         _state.stack.append(self)
         return self
 
@@ -185,7 +188,19 @@ class Tracer:
             raise DloopTypeError("len() of a 0-d array", user_location())
         return self.shape[0]
 
+    def constant_value(self):
+        """The NumPy value of a tracer that stands for a constant (xp.zeros(3), a literal),
+        None for one computed from the function's arguments."""
+        if isinstance(self.var, Lit):
+            return np.asarray(self.var.value, self.var.aval.dtype)
+        root = self.builder._root()
+        b, var = self.builder.owner_of(self.var)
+        return root.consts.get(var) if b is root else None
+
     def __bool__(self):
+        value = self.constant_value()
+        if value is not None:
+            return bool(value)
         raise DloopTypeError(f"cannot convert a traced array to bool: {_CONCRETE_HELP}",
                              user_location())
 
@@ -196,19 +211,37 @@ class Tracer:
             "xp = array_api_compat.array_namespace(i); otherwise: " + _CONCRETE_HELP,
             user_location())
 
-    def _no_concrete(self, *args):
-        raise DloopTypeError(f"cannot use a traced array as a Python number: {_CONCRETE_HELP}",
-                             user_location())
+    def _number(convert):
+        def as_number(self):
+            value = self.constant_value()
+            if value is not None:
+                return convert(value)
+            raise DloopTypeError("cannot use a traced array as a Python number: "
+                                 f"{_CONCRETE_HELP}", user_location())
+        return as_number
 
-    __index__ = __int__ = __float__ = __complex__ = item = _no_concrete
+    __int__ = _number(int)
+    __float__ = _number(float)
+    __complex__ = _number(complex)
+    __index__ = _number(lambda v: v.__index__())
+    item = _number(lambda v: v.item())
+    del _number
 
     def __iter__(self):
         raise DloopTypeError("iterating over a traced array is not supported; index it or use "
                              "a loop primitive", user_location())
 
     def __setitem__(self, key, value):
-        raise DloopTypeError("traced arrays are immutable; build a new array with np.where",
-                             user_location())
+        """Functional: this tracer now stands for the updated array; arrays that shared the
+        old value (views, in NumPy) keep it."""
+        from .updates import updated
+        new = updated(self, key, value)
+        self.builder, self.var = new.builder, new.var
+
+    device = property(lambda self: "cpu")
+
+    def to_device(self, device, /, *, stream=None):
+        return self
 
     def __hash__(self):
         return id(self)

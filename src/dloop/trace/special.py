@@ -1,0 +1,302 @@
+"""STAGE 1 — `xp.special` of the traced namespace, found by SciPy as it finds `torch.special`:
+special functions with their derivatives, elementwise, in every backend's kernels. The
+non-elementary ones are primitives expanded at lowering (ir/special.py); the rest are written
+here from them. Where a formula is only finite on part of the domain, each branch of `where`
+gets an argument that is safe there, so that no NaN reaches the gradient of the other."""
+
+import math
+
+import numpy as np
+
+from ..errors import DloopNotImplementedError
+from . import ops
+from .ops import where
+from .source import user_location
+
+_SQRT2 = math.sqrt(2.0)
+
+
+def _float(*xs):
+    xs = [ops._check_operand(x) for x in xs]
+    dt = ops._floating(ops.result_dtype(*xs))
+    return [ops.convert(x, dt) for x in xs]
+
+
+def _prim(name, x, **params):
+    (x,) = _float(x)
+    return ops._apply(name, [x], **params)
+
+
+def _safe(cond, x, value):
+    return where(cond, x, value)
+
+
+def _lt(a, b):
+    return ops.compare("lt", a, b)
+
+
+def _gt(a, b):
+    return ops.compare("gt", a, b)
+
+
+def _eq(a, b):
+    return ops.compare("eq", a, b)
+
+
+def _and(a, b):
+    return ops.logical_op("and", a, b)
+
+
+def _log(x):
+    return ops.unary("log", x, float_only=True)
+
+
+def _exp(x):
+    return ops.unary("exp", x, float_only=True)
+
+
+def erf(x):
+    return _prim("erf", x)
+
+
+def erfc(x):
+    return _prim("erfc", x)
+
+
+def erfinv(x):
+    return _prim("erfinv", x)
+
+
+def ndtri(x):
+    return _prim("ndtri", x)
+
+
+def gammaln(x):
+    return _prim("gammaln", x)
+
+
+def digamma(x):
+    return _prim("polygamma", x, n=0)
+
+
+psi = digamma
+
+
+def polygamma(n, x):
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise DloopNotImplementedError("polygamma needs its order n as a non-negative Python "
+                                       "int on traced arrays", user_location())
+    return _prim("polygamma", x, n=int(n))
+
+
+def gammainc(a, x):
+    a, x = _float(a, x)
+    return ops._apply("gammainc", [a, x])
+
+
+def gammaincc(a, x):
+    a, x = _float(a, x)
+    return ops._apply("gammaincc", [a, x])
+
+
+def chdtr(v, x):
+    return gammainc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
+
+
+def chdtrc(v, x):
+    return gammaincc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
+
+
+def zeta(x, q=None):
+    """The Riemann zeta function, or Hurwitz's with q."""
+    x, q = _float(x, 1.0 if q is None else q)
+    return ops._apply("zeta", [x, q])
+
+
+def i0e(x):
+    return _prim("i0e", x)
+
+
+def i1e(x):
+    return _prim("i1e", x)
+
+
+def i0(x):
+    (x,) = _float(x)
+    return ops.multiply(i0e(x), _exp(ops.unary("abs", x)))
+
+
+def i1(x):
+    (x,) = _float(x)
+    return ops.multiply(i1e(x), _exp(ops.unary("abs", x)))
+
+
+def ndtr(x):
+    (x,) = _float(x)
+    return ops.multiply(erfc(ops.divide(x, -_SQRT2)), 0.5)
+
+
+def log_ndtr(x):
+    """log(ndtr(x)): log1p(-ndtr(-x)) above 0, log(ndtr(x)) down to -37 (where erfc is still
+    a normal float), then erfc's asymptotic form, with z = -x/sqrt(2):
+    log(ndtr) = -z^2 - log(2 z sqrt(pi)) + log(1 - 1/(2z^2) + 3/(4z^4) - 15/(8z^6) + ...)."""
+    (x,) = _float(x)
+    far, positive = _lt(x, -37.0), _gt(x, 0.0)
+    upper = ops.unary("log1p", ops.multiply(ndtr(ops.multiply(_safe(positive, x, 0.0), -1.0)),
+                                            -1.0), float_only=True)
+    middle = _log(ndtr(_safe(far, -37.0, x)))
+    z = ops.divide(_safe(far, x, -40.0), -_SQRT2)
+    w = ops.divide(1.0, ops.multiply(z, z))
+    series = 0.0
+    for coef in (105 / 16, -15 / 8, 3 / 4, -1 / 2):
+        series = ops.add(coef, ops.multiply(w, series))
+    series = ops.add(1.0, ops.multiply(w, series))
+    tail = ops.add(ops.subtract(ops.multiply(ops.multiply(z, z), -1.0),
+                                _log(ops.multiply(z, 2 * math.sqrt(math.pi)))), _log(series))
+    return where(positive, upper, where(far, tail, middle))
+
+
+def expit(x):
+    """1 / (1 + exp(-x)), each side written with exp of a non-positive argument only."""
+    (x,) = _float(x)
+    negative = _lt(x, 0.0)
+    e_neg = _exp(_safe(negative, x, 0.0))
+    e_pos = _exp(ops.multiply(_safe(negative, 0.0, x), -1.0))
+    return where(negative, ops.divide(e_neg, ops.add(e_neg, 1.0)),
+                 ops.divide(1.0, ops.add(e_pos, 1.0)))
+
+
+def logit(p):
+    (p,) = _float(p)
+    return ops.subtract(_log(p), ops.unary("log1p", ops.multiply(p, -1.0), float_only=True))
+
+
+def _x_times(x, log_of_y, y, low):
+    """x * log_of_y(y), defined as 0 where x = 0 even if the log is not finite (y <= low or
+    y = inf); elsewhere the plain product, so that its derivative in x is log_of_y(y)."""
+    x, y = _float(x, y)
+    finite = _and(_gt(y, low), _lt(y, math.inf))
+    special = _and(_eq(x, 0.0), ops.logical_op("not", finite))
+    product = ops.multiply(x, log_of_y(_safe(special, 1.0, y)))
+    nan = ops.compare("ne", y, y)
+    return where(_and(special, ops.logical_op("not", nan)), 0.0, product)
+
+
+def xlogy(x, y):
+    return _x_times(x, _log, y, 0.0)
+
+
+def xlog1py(x, y):
+    return _x_times(x, lambda y: ops.unary("log1p", y, float_only=True), y, -1.0)
+
+
+def betaln(a, b):
+    a, b = _float(a, b)
+    return ops.subtract(ops.add(gammaln(a), gammaln(b)), gammaln(ops.add(a, b)))
+
+
+def sinc(x):
+    (x,) = _float(x)
+    zero = _eq(x, 0.0)
+    px = ops.multiply(_safe(zero, 1.0, x), math.pi)
+    return where(zero, 1.0, ops.divide(ops.unary("sin", px, float_only=True), px))
+
+
+def entr(x):
+    (x,) = _float(x)
+    pos = _gt(x, 0.0)
+    inside = ops.multiply(ops.multiply(x, -1.0), _log(_safe(pos, x, 1.0)))
+    return where(pos, inside, where(_eq(x, 0.0), 0.0, where(_lt(x, 0.0), -math.inf, x)))
+
+
+def rel_entr(x, y):
+    x, y = _float(x, y)
+    both = _and(_gt(x, 0.0), _gt(y, 0.0))
+    # log1p((x - y) / y): x - y is exact when x is near y, where log(x / y) loses digits.
+    xs, ys = _safe(both, x, 1.0), _safe(both, y, 1.0)
+    inside = ops.multiply(x, ops.unary("log1p", ops.divide(ops.subtract(xs, ys), ys),
+                                       float_only=True))
+    zero = _and(_eq(x, 0.0), ops.compare("ge", y, 0.0))
+    nan = ops.logical_op("or", ops.compare("ne", x, x), ops.compare("ne", y, y))
+    return where(nan, math.nan, where(both, inside, where(zero, 0.0, math.inf)))
+
+
+def kl_div(x, y):
+    x, y = _float(x, y)
+    both = _and(_gt(x, 0.0), _gt(y, 0.0))
+    zero = _and(_eq(x, 0.0), ops.compare("ge", y, 0.0))
+    extra = ops.subtract(y, _safe(both, x, 0.0))
+    return where(both, ops.add(rel_entr(x, y), extra), where(zero, y, rel_entr(x, y)))
+
+
+def huber(delta, r):
+    delta, r = _float(delta, r)
+    ar = ops.unary("abs", r)
+    quad = ops.multiply(ops.multiply(r, r), 0.5)
+    lin = ops.multiply(delta, ops.subtract(ar, ops.multiply(delta, 0.5)))
+    out = where(ops.compare("le", ar, delta), quad, lin)
+    return where(_lt(delta, 0.0), math.inf, out)
+
+
+def pseudo_huber(delta, r):
+    delta, r = _float(delta, r)
+    ok = _gt(delta, 0.0)
+    d = _safe(ok, delta, 1.0)
+    ratio = ops.divide(r, d)
+    out = ops.multiply(ops.multiply(d, d), ops.unary("expm1", ops.multiply(ops.unary(
+        "log1p", ops.multiply(ratio, ratio), float_only=True), 0.5), float_only=True))
+    return where(ok, out, where(_eq(delta, 0.0), 0.0, math.inf))
+
+
+def boxcox(x, lmbda):
+    """(x^lmbda - 1) / lmbda as expm1(lmbda log x) / lmbda; log(x) at lmbda = 0."""
+    x, lmbda = _float(x, lmbda)
+    zero = _eq(lmbda, 0.0)
+    logx = _log(x)
+    l = _safe(zero, 1.0, lmbda)
+    return where(zero, logx, ops.divide(ops.unary("expm1", ops.multiply(l, logx),
+                                                  float_only=True), l))
+
+
+def inv_boxcox(y, lmbda):
+    y, lmbda = _float(y, lmbda)
+    zero = _eq(lmbda, 0.0)
+    l = _safe(zero, 1.0, lmbda)
+    return where(zero, _exp(y), _exp(ops.divide(ops.unary(
+        "log1p", ops.multiply(l, y), float_only=True), l)))
+
+
+def cbrt(x):
+    (x,) = _float(x)
+    zero = _eq(x, 0.0)
+    ax = ops.unary("abs", _safe(zero, 1.0, x))
+    root = ops.power(ax, 1.0 / 3.0)
+    # One Newton step on r^3 = |x| takes pow's rounding of 1/3 out of the result.
+    refined = ops.subtract(root, ops.divide(ops.subtract(ops.multiply(ops.multiply(
+        root, root), root), ax), ops.multiply(ops.multiply(root, root), 3.0)))
+    root = where(_lt(ax, math.inf), refined, root)
+    return where(zero, x, ops.binary("copysign", root, x, float_only=True))
+
+
+def exprel(x):
+    """expm1(x) / x; below |x| = 1e-5 its series 1 + x/2 + x^2/6, exact there and with the
+    right derivative at 0."""
+    (x,) = _float(x)
+    small = _lt(ops.unary("abs", x), 1e-5)
+    s = _safe(small, 1.0, x)
+    series = ops.add(1.0, ops.multiply(x, ops.add(0.5, ops.multiply(x, 1.0 / 6.0))))
+    out = where(small, series, ops.divide(ops.unary("expm1", s, float_only=True), s))
+    return where(_eq(x, math.inf), math.inf, out)
+
+
+def multigammaln(a, d):
+    (a,) = _float(a)
+    out = d * (d - 1) / 4.0 * math.log(math.pi)
+    for j in range(d):
+        out = ops.add(gammaln(ops.subtract(a, j / 2.0)), out)
+    return out
+
+
+# What __array_ufunc__ maps scipy.special's ufuncs (and np.cbrt) onto, by name.
+FUNCTIONS = {name: fn for name, fn in dict(globals()).items()
+             if callable(fn) and not name.startswith("_") and fn.__module__ == __name__}

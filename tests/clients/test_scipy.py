@@ -1,0 +1,113 @@
+"""SciPy's array-API functions inside dloop.grad, unchanged: after a per-element loop, and
+inside a collective loop's body, each gradient compared with central finite differences of the
+same program run on NumPy. Functions that cannot work for a reason on SciPy's side are
+expected failures (strict: one that starts working fails the suite until it is moved)."""
+
+import numpy as np
+import pytest
+import scipy
+
+import dloop as dl
+from helpers import assert_close, finite_difference
+from scipy_cases import CASES, X, _first
+
+N = np.array([2, 0, 3, 1, 2, 4, 1, 3, 0, 2, 1, 3])
+
+# name: SciPy's reason (see docs/scipy.md)
+SCIPY_SIDE = {
+    "stats.hmean": "branches in Python on the data (if xp.any(x < 0): warn)",
+    "stats.pmean": "branches in Python on the data (if xp.any(x < 0): warn)",
+    "stats.iqr": "stats.quantile branches in Python on whether the data has NaNs",
+    "stats.median_abs_deviation": "stats.quantile branches in Python on whether the data has "
+                                  "NaNs",
+    "stats.quantile": "branches in Python on whether the data has NaNs",
+    "stats.power_divergence": "checks in Python that the observed and expected sums agree",
+    "stats.chisquare": "checks in Python that the observed and expected sums agree",
+    "stats.fligner": "stats.quantile (the median) branches in Python on the data's NaNs",
+    "stats.false_discovery_control": "checks in Python that the p-values lie in [0, 1]",
+    "stats.yeojohnson_llf": "boolean-mask indexing (x[x >= 0]): a shape that depends on data",
+    "stats.kruskal": "rankdata: boolean-mask indexing, a shape that depends on data",
+    "stats.friedmanchisquare": "rankdata: boolean-mask indexing, a shape that depends on data",
+    "stats.rankdata": "boolean-mask indexing, a shape that depends on data",
+    "stats.mood": "rankdata: boolean-mask indexing, a shape that depends on data",
+    "stats.chatterjeexi": "rankdata: boolean-mask indexing, a shape that depends on data",
+    "stats.sigmaclip": "a Python while loop over data-dependent boolean-mask selections",
+    "stats.mode": "unique_counts: a shape that depends on data",
+    "stats.epps_singleton_2samp": "checks in Python that the evaluation points are positive",
+}
+
+
+def _per_element(fn, x, traced):
+    body = lambda i, v: v * 0.9 + 0.05 * np.sin(v) + 0.03  # noqa: E731
+    if traced:
+        y = dl.fori_loop(0, N, body, x)
+    else:
+        y = x.copy()
+        for j in range(y.size):
+            for i in range(N[j]):
+                y[j] = body(i, y[j])
+    return _first(fn(y)).sum()
+
+
+def _collective(fn, x, traced):
+    def body(i, v):
+        return v * 0.99 + 0.01 * _first(fn(v)).sum()
+    if traced:
+        return dl.fori_loop(0, 2, body, x).sum()
+    for i in range(2):
+        x = body(i, x)
+    return x.sum()
+
+
+def _case(name, program):
+    fn = CASES[name]
+    got = dl.grad(lambda x: program(fn, x, True))(X)
+    expected = finite_difference(lambda x: program(fn, x, False), X)
+    assert np.all(np.isfinite(expected)), "the case itself is not differentiable here"
+    assert_close(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def _params():
+    for name in CASES:
+        marks = [pytest.mark.xfail(strict=True, reason=SCIPY_SIDE[name])] \
+            if name in SCIPY_SIDE else []
+        yield pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", list(_params()))
+def test_after_per_element_loop(name):
+    _case(name, _per_element)
+
+
+@pytest.mark.parametrize("name", list(_params()))
+def test_inside_collective_loop(name):
+    _case(name, _collective)
+
+
+def test_cases_cover_scipy_capabilities():
+    """The cases are SciPy's own list: every function its xp_capabilities table declares
+    array-API capable off NumPy in these modules has a case (or a reason it has none)."""
+    from scipy._lib._array_api import xp_capabilities_table
+    import scipy.constants, scipy.integrate, scipy.special, scipy.stats  # noqa: F401, E401
+    declared = set()
+    for f, cap in xp_capabilities_table.items():
+        module = f.__module__.split(".")[1]
+        if module in ("special", "stats", "integrate", "constants") and not cap["np_only"] \
+                and not cap["cpu_only"]:
+            declared.add(f"{module}.{f.__name__}")
+    assert declared - set(CASES) <= set(NO_CASE), sorted(declared - set(CASES) - set(NO_CASE))
+    assert scipy.__version__
+
+
+# Declared capable, but not functions of an array that a gradient could flow through.
+NO_CASE = {
+    "integrate.qmc_quad": "integrates a Python callable over a box",
+    "integrate.tanhsinh": "integrates a Python callable (adaptive, data-dependent steps)",
+    "integrate.nsum": "sums a Python callable (adaptive, data-dependent steps)",
+    "integrate.cubature": "integrates a Python callable (adaptive)",
+    "stats.bootstrap": "resamples with a random generator; a statistic of random draws",
+    "stats.monte_carlo_test": "a statistic of random draws",
+    "stats.permutation_test": "a statistic of random permutations",
+    "stats.power": "simulates with a random generator",
+    "stats._xp_searchsorted": "a private helper",
+}
