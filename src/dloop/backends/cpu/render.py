@@ -2,10 +2,14 @@
     void dloop_kernel(i64 start, i64 end, i64 n_threads, ptr noalias buf0, ptr noalias buf1, ...)
 Adstack push/pop and the fault flag call the helpers of _native/cpu/adstack.ll."""
 
+from dataclasses import dataclass
+
 import numpy as np
 from llvmlite import ir
 
 from ...kernel import kir
+from ...kernel.core import TRANSCENDENTAL
+from ...kernel.legalize import legalize
 from .ops import emit
 from .types import F64, I8, I64, PTR, SUFFIX, VOID, llvm_type, storage_type
 
@@ -224,5 +228,14 @@ class Renderer:
         self.b.store(self.b.select(self.b.icmp_signed(">", new, old), new, old), slot)
 
 
+@dataclass(frozen=True)
+class Caps:
+    native_math: frozenset
+
+
+# libm and LLVM give every transcendental in both widths.
+CPU_CAPS = Caps(frozenset((op, dt) for op in TRANSCENDENTAL for dt in ("float32", "float64")))
+
+
 def render(kernel):
-    return Renderer(kernel).render()
+    return Renderer(legalize(kernel, CPU_CAPS)).render()

@@ -5,7 +5,7 @@ against; kir.py's docstring states the semantics implemented here."""
 import numpy as np
 
 from ...ir.semantics import evaluate
-from ...kernel import kir
+from ...kernel import core, kir
 
 
 def run_kernel(kernel, n_threads, buffers):
@@ -47,8 +47,10 @@ class _Thread:
 
     def do_Assign(self, s, mask):
         args = [self.val(a) for a in s.args]
-        params = {"dtype": s.out.dtype} if s.op == "convert" else {}
-        self.set(s.out, evaluate(s.op, args, params))
+        if s.op in core.EVALUATE:       # core ops that are not graph primitives, and convert
+            self.set(s.out, core.evaluate(s.op, args, s.out.dtype))
+        else:
+            self.set(s.out, evaluate(s.op, args, {}))
 
     def do_Load(self, s, mask):
         buf = self.buffers[s.buf]

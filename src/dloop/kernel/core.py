@@ -1,0 +1,172 @@
+"""STAGE 4 — the core ops: what every renderer implements after kernel/legalize.py has run.
+
+Each is a plain IEEE-754 / two's-complement machine operation that C, CUDA, LLVM and SPIR-V
+all have directly. Operands of a binary op share one dtype; `out` is the result variable.
+
+  add sub mul        float: IEEE, round to nearest even. int: wrapping. bool: never.
+  div                float only.
+  neg                float: flips the sign bit (so -0.0 and NaN too). int: wrapping 0 - x.
+  lt le gt ge eq     float: ordered, False when either operand is NaN. int: signed.
+                     bool: unsigned (False < True).
+  ne                 float: unordered, True when either operand is NaN.
+  and or xor not     bool: logical. int: bitwise.
+  select(c, a, b)    a where c else b.
+  abs floor ceil     float only; abs clears the sign bit; round is round-half-to-even.
+  trunc round sqrt   sqrt is correctly rounded (IEEE).
+  copysign(a, b)     float only: |a| with the sign bit of b.
+  idiv irem          int: C truncating quotient and remainder (remainder has the sign of the
+                     dividend). The caller guarantees a divisor that is neither 0 nor -1.
+  frem               float: C fmod, exact, sign of the dividend; NaN for x = inf or y = 0.
+  ishl ishr          int: shift left / arithmetic shift right by an amount in [0, bits).
+  ftoi               float -> int (the out dtype), truncating toward zero; the caller
+                     guarantees the argument is not NaN and its truncation is in range.
+  bitcast            same-width float <-> int reinterpretation of the bits.
+  convert            only the always-defined conversions: int -> wider or narrower int
+                     (sign-extend / wrap), bool -> int or float (0, 1), int -> float and
+                     float -> float (round to nearest even). Never float -> int, never -> bool.
+  TRANSCENDENTAL     sin ... atan2 pow: only where the backend's caps.native_math lists the
+                     (op, dtype) pair; legalize replaces the others by kernel/mathlib.py code.
+
+The interpreter evaluates core ops that are not graph primitives with EVALUATE below, and
+every `convert` (core or not) with the pinned saturating rule of saturating_convert.
+"""
+
+import numpy as np
+
+from . import kir
+
+TRANSCENDENTAL = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+                  "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "pow",
+                  "atan2")
+FLOAT_ONLY = ("div", "abs", "floor", "ceil", "trunc", "round", "sqrt", "copysign", "frem",
+              "ftoi") + TRANSCENDENTAL
+CORE = frozenset(("add", "sub", "mul", "neg", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
+                  "xor", "not", "select", "idiv", "irem", "ishl", "ishr", "bitcast", "convert")
+                 + FLOAT_ONLY)
+
+
+def saturating_convert(x, dtype):
+    """The pinned float -> int rule, the same on every backend: truncate toward zero, then
+    clamp to the integer range; NaN gives 0. Other conversions are NumPy's astype."""
+    x, dtype = np.asarray(x), np.dtype(dtype)
+    if not (np.issubdtype(x.dtype, np.floating) and np.issubdtype(dtype, np.integer)):
+        return x.astype(dtype)
+    info = np.iinfo(dtype)
+    lo, hi = float(info.min), float(info.max) + 1.0      # both powers of two: exact floats
+    safe = np.where((x >= lo) & (x < hi), x, 0)
+    out = np.trunc(safe).astype(dtype)
+    out = np.where(x >= hi, info.max, out)
+    return np.where(x < lo, info.min, out).astype(dtype)
+
+
+def _idiv(a, b):
+    return ((a - np.fmod(a, b)) // b).astype(a.dtype)
+
+
+def _shift(fn):
+    return lambda a, b: fn(a, np.clip(b, 0, a.dtype.itemsize * 8 - 1)).astype(a.dtype)
+
+
+def _ftoi(x, dtype):
+    return np.trunc(x).astype(dtype)
+
+
+def _bitcast(x, dtype):
+    return np.ascontiguousarray(x).view(dtype)
+
+
+# (args, out dtype) -> array. Garbage lanes (those a later select discards) are computed
+# too, so these never trap.
+EVALUATE = {
+    "idiv": lambda a, b, out: _idiv(a, np.where(b == 0, 1, b)),
+    "irem": lambda a, b, out: np.fmod(a, np.where(b == 0, 1, b)),
+    "frem": lambda a, b, out: np.fmod(a, b),
+    "ishl": lambda a, b, out: _shift(np.left_shift)(a, b),
+    "ishr": lambda a, b, out: _shift(np.right_shift)(a, b),
+    "ftoi": lambda x, out: _ftoi(x, out),
+    "bitcast": lambda x, out: _bitcast(x, out),
+    "convert": lambda x, out: saturating_convert(x, out),
+}
+
+
+def evaluate(op, args, out_dtype):
+    with np.errstate(all="ignore"):
+        return EVALUATE[op](*args, out_dtype)
+
+
+class V:
+    """A value under construction: Python operators emit core ops through the Emitter.
+    Plain Python numbers become constants of the other operand's dtype."""
+    __slots__ = ("e", "x")
+
+    def __init__(self, e, x):
+        self.e, self.x = e, x
+
+    @property
+    def dtype(self):
+        return self.x.dtype
+
+    def _bin(self, op, other, swap=False):
+        other = self.e.lift(other, self.dtype)
+        a, b = (other, self) if swap else (self, other)
+        return self.e.op(op, a, b)
+
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("sub", o)
+    def __rsub__(self, o): return self._bin("sub", o, True)
+    def __mul__(self, o): return self._bin("mul", o)
+    def __rmul__(self, o): return self._bin("mul", o, True)
+    def __truediv__(self, o): return self._bin("div", o)
+    def __rtruediv__(self, o): return self._bin("div", o, True)
+    def __and__(self, o): return self._bin("and", o)
+    def __or__(self, o): return self._bin("or", o)
+    def __xor__(self, o): return self._bin("xor", o)
+    def __invert__(self): return self.e.op("not", self)
+    def __neg__(self): return self.e.op("neg", self)
+    def __lt__(self, o): return self._bin("lt", o)
+    def __le__(self, o): return self._bin("le", o)
+    def __gt__(self, o): return self._bin("gt", o)
+    def __ge__(self, o): return self._bin("ge", o)
+    def eq(self, o): return self._bin("eq", o)
+    def ne(self, o): return self._bin("ne", o)
+
+
+_BOOL_OUT = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+class Emitter:
+    """Collects the Assign statements of core ops; values are V."""
+
+    def __init__(self):
+        self.stmts = []
+
+    def const(self, value, dtype):
+        dtype = np.dtype(dtype)
+        return V(self, kir.Const(dtype.type(value).item(), dtype))
+
+    def lift(self, x, dtype):
+        return x if isinstance(x, V) else self.const(x, dtype)
+
+    def wrap(self, x):
+        return V(self, x)
+
+    def op(self, name, *args, dtype=None):
+        """Emit `name` on args (V or numbers: a number takes the dtype of the first V)."""
+        ref = next(a.dtype for a in args if isinstance(a, V))
+        args = [self.lift(a, ref) for a in args]
+        if dtype is None:
+            dtype = np.dtype(bool) if name in _BOOL_OUT else args[-1].dtype
+        out = kir.KVar(dtype)
+        self.stmts.append(kir.Assign(out, name, tuple(a.x for a in args)))
+        return V(self, out)
+
+    def select(self, c, a, b):
+        ref = a.dtype if isinstance(a, V) else b.dtype
+        return self.op("select", c, self.lift(a, ref), self.lift(b, ref))
+
+    def convert(self, x, dtype):
+        return x if x.dtype == np.dtype(dtype) else self.op("convert", x, dtype=dtype)
+
+    def bitcast(self, x, dtype):
+        return self.op("bitcast", x, dtype=dtype)

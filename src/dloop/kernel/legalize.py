@@ -1,0 +1,191 @@
+"""STAGE 4 — legalization: rewrite a kernel so it uses only the core ops of kernel/core.py.
+
+Composite graph primitives (NumPy's floor division and modulo, NaN-propagating max/min,
+shifts by any amount, saturating float -> int, sign, integer abs/floor/...) become core ops
+with NumPy's exact results, and each transcendental (op, dtype) that the backend does not
+list in caps.native_math becomes kernel/mathlib.py code. Every renderer then implements the
+core ops only, and every backend gets the same answers. Runs before rendering; idempotent.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from . import kir, mathlib
+from .core import CORE, TRANSCENDENTAL, Emitter
+
+BOOL = np.dtype(bool)
+
+
+def legalize(kernel, caps):
+    """A new kernel equal in meaning to `kernel`, using core ops only. `caps.native_math`:
+    the (op name, dtype name) pairs the backend renders natively."""
+    return dataclasses.replace(kernel, body=_block(kernel.body, caps))
+
+
+def _block(stmts, caps):
+    out = []
+    for s in stmts:
+        if isinstance(s, kir.Assign):
+            out.extend(_assign(s, caps))
+        elif isinstance(s, kir.For):
+            out.append(dataclasses.replace(s, body=_block(s.body, caps)))
+        elif isinstance(s, kir.While):
+            out.append(dataclasses.replace(s, cond_body=_block(s.cond_body, caps),
+                                           body=_block(s.body, caps)))
+        elif isinstance(s, kir.If):
+            out.append(dataclasses.replace(s, body=_block(s.body, caps)))
+        else:
+            out.append(s)
+    return out
+
+
+def _is_float(dtype):
+    return np.issubdtype(dtype, np.floating)
+
+
+def _assign(s, caps):
+    dtype = s.args[0].dtype
+    rule = _rule(s.op, dtype, s.out.dtype, caps)
+    if rule is None:
+        return [s]
+    e = Emitter()
+    result = rule(e, *[e.wrap(a) for a in s.args])
+    if e.stmts and e.stmts[-1].out is result.x:
+        # The last statement computes the result: it defines the original variable instead.
+        last = e.stmts.pop()
+        return e.stmts + [kir.Assign(s.out, last.op, last.args)]
+    true = kir.Const(True, BOOL)
+    return e.stmts + [kir.Assign(s.out, "select", (true, result.x, result.x))]
+
+
+def _rule(op, dtype, out_dtype, caps):
+    """The expansion of op on operands of `dtype`, or None where it is core already."""
+    name = np.dtype(dtype).name
+    if op in TRANSCENDENTAL:
+        if (op, name) in caps.native_math:
+            return None
+        return mathlib.expansion(op, name, caps)
+    if op == "convert":
+        return _convert_rule(np.dtype(dtype), np.dtype(out_dtype))
+    if _is_float(dtype):
+        return FLOAT_RULES.get(op)
+    if dtype == BOOL and op in BOOL_RULES:
+        return BOOL_RULES[op]
+    if op in INT_RULES:
+        return INT_RULES[op]
+    if op in CORE and op not in ("div",):
+        return None
+    raise NotImplementedError(f"kernel op {op} on {name} has no core expansion")
+
+
+# -- conversions --
+
+def _convert_rule(src, dst):
+    if src == dst:
+        return lambda e, x: x
+    if dst == BOOL:
+        return lambda e, x: x.ne(0)
+    if _is_float(src) and not _is_float(dst):
+        return lambda e, x: saturating_ftoi(e, x, dst)
+    return None
+
+
+def saturating_ftoi(e, x, dst):
+    """core.saturating_convert from core ops: ftoi only sees in-range, non-NaN values."""
+    info = np.iinfo(dst)
+    lo, hi = float(info.min), float(info.max) + 1.0     # powers of two: exact in any float
+    inside = (x >= lo) & (x < hi)
+    r = e.op("ftoi", e.select(inside, x, 0.0), dtype=dst)
+    outside = e.select(x >= hi, info.max, e.select(x < lo, info.min, e.const(0, dst)))
+    return e.select(inside, r, outside)
+
+
+# -- floats --
+
+def _float_divmod(e, x, y):
+    """NumPy's npy_divmod, step by step: (floor quotient, remainder with the divisor's sign)."""
+    mod = e.op("frem", x, y)
+    div = (x - mod) / y
+    fix = mod.ne(0) & ((y < 0) ^ (mod < 0))
+    mod = e.select(fix, mod + y, e.select(mod.ne(0), mod, e.op("copysign", 0.0, y)))
+    div = e.select(fix, div - 1.0, div)
+    fl = e.op("floor", div)
+    fl = e.select(div - fl > 0.5, fl + 1.0, fl)
+    fl = e.select(div.ne(0), fl, e.op("copysign", 0.0, x / y))
+    y_zero = y.eq(0)
+    return e.select(y_zero, x / y, fl), e.select(y_zero, e.op("frem", x, y), mod)
+
+
+def _float_maxmin(cmp):
+    def rule(e, x, y):
+        pick = e.select(getattr(x, cmp)(y), x, y)
+        return e.select(x.ne(x), x, pick)        # a NaN in y is picked already
+    return rule
+
+
+def _float_sign(e, x):
+    # NumPy: sign(-0.0) is +0.0 and sign(NaN) is NaN.
+    rest = e.select(x.ne(x), x, e.const(0.0, x.dtype))
+    return e.select(x > 0, 1.0, e.select(x < 0, -1.0, rest))
+
+
+FLOAT_RULES = {
+    "floordiv": lambda e, x, y: _float_divmod(e, x, y)[0],
+    "mod": lambda e, x, y: _float_divmod(e, x, y)[1],
+    "max": _float_maxmin("__gt__"),
+    "min": _float_maxmin("__lt__"),
+    "sign": _float_sign,
+}
+
+
+# -- integers --
+
+def _int_divmod(e, x, y):
+    """Python's floor division and modulo; a zero divisor gives 0 (NumPy), and -1 is done
+    by negation, since MIN / -1 traps in C and LLVM."""
+    zero, minus_one = y.eq(0), y.eq(-1)
+    safe = e.select(zero | minus_one, 1, y)
+    q, r = e.op("idiv", x, safe), e.op("irem", x, safe)
+    fix = r.ne(0) & ((r < 0) ^ (safe < 0))
+    q = e.select(fix, q - 1, q)
+    r = e.select(fix, r + safe, r)
+    q = e.select(minus_one, -x, q)
+    return e.select(zero, 0, q), e.select(zero, 0, r)
+
+
+def _shift(left):
+    """Amounts below 0 give 0; amounts of the bit width or more give 0 for <<, and the
+    sign (0 or -1) for >>, as ir/semantics.py."""
+    def rule(e, x, n):
+        bits = x.dtype.itemsize * 8
+        negative = n < 0
+        amount = e.select(negative, 0, e.select(n >= bits, bits - 1, n))
+        if left:
+            return e.select(negative | (n >= bits), 0, e.op("ishl", x, amount))
+        return e.select(negative, 0, e.op("ishr", x, amount))
+    return rule
+
+
+INT_RULES = {
+    "floordiv": lambda e, x, y: _int_divmod(e, x, y)[0],
+    "mod": lambda e, x, y: _int_divmod(e, x, y)[1],
+    "max": lambda e, x, y: e.select(x > y, x, y),
+    "min": lambda e, x, y: e.select(x < y, x, y),
+    "sign": lambda e, x: e.select(x > 0, 1, e.select(x < 0, -1, e.const(0, x.dtype))),
+    "abs": lambda e, x: e.select(x < 0, -x, x),
+    "shl": _shift(True),
+    "shr": _shift(False),
+}
+for _op in ("floor", "ceil", "round", "trunc"):
+    INT_RULES[_op] = lambda e, x: x
+
+BOOL_RULES = {
+    "max": lambda e, x, y: x | y,
+    "min": lambda e, x, y: x & y,
+    "add": lambda e, x, y: x | y,
+    "mul": lambda e, x, y: x & y,
+    "abs": lambda e, x: x,
+}
+for _op in ("floor", "ceil", "round", "trunc"):
+    BOOL_RULES[_op] = lambda e, x: x
