@@ -1,8 +1,13 @@
+import os
+
 import pytest
 
 import dloop
 from dloop.backends import TABLE
 from dloop.backends.base import available
+
+# Every SPIR-V module the tests make goes through spirv-val before pipeline creation.
+os.environ.setdefault("DLOOP_VULKAN_VALIDATE", "1")
 
 BACKENDS = list(TABLE)
 # Backends that compile kernels (every one but the interpreter, the oracle they are checked

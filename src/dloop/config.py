@@ -6,7 +6,7 @@ import os
 from .errors import DloopValueError
 from .trace.source import user_location
 
-_BACKENDS = ("cpu", "interpret")
+_BACKENDS = ("cpu", "interpret", "vulkan")
 
 
 def _parse_capacity(text):
@@ -71,7 +71,7 @@ def _check_debug(value):
 # name: (parser from the environment's text, validator of a Python value, default, description)
 _SETTINGS = {
     "backend": (lambda s: s or None, _check_backend, None,
-                "'cpu', 'interpret', or None: chosen from the inputs' array library "
+                "'cpu', 'interpret', 'vulkan', or None: chosen from the inputs' array library "
                 "(CPU for NumPy)."),
     "adstack_capacity": (_parse_capacity, _check_capacity, None,
                          "None sizes every adstack exactly from live data; an int fixes the "

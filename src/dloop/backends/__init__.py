@@ -10,4 +10,5 @@ Row = namedtuple("Row", "module cls requires")
 TABLE = {
     "interpret": Row("dloop.backends.interpret.launch", "InterpretBackend", ()),
     "cpu": Row("dloop.backends.cpu.launch", "CpuBackend", ("llvmlite",)),
+    "vulkan": Row("dloop.backends.vulkan.launch", "VulkanBackend", ("vulkan",)),
 }
