@@ -1,5 +1,548 @@
-"""STAGE 4 — software float math as core kernel IR (placeholder)."""
+"""STAGE 4 — software float math: the transcendentals as core ops (kernel/core.py), for
+backends that lack them natively (SPIR-V's GLSL.std.450 has no float64 sin/exp/log) or have
+only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). legalize() calls
+expansion() for each (op, dtype) that caps.native_math does not list.
+
+Every function is straight-line code: branches are selects, so lanes never diverge. float64:
+  * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi exact),
+    a degree-13 Taylor polynomial for e^r - 1, and 2^k applied in two exact halves, so
+    overflow and subnormal results round once.
+  * log family: x = 2^k m with m in [sqrt(2)/2, sqrt(2)) from the bits (subnormals scaled by
+    2^54 first); log(m) = 2 atanh(s), s = (m-1)/(m+1), Taylor in s^2, combined as
+    f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay in the small terms.
+  * pow: log|x| and y log|x| in double-double (Veltkamp splitting, no FMA needed), then e^t
+    with the low word folded into the reduced argument. C99 special cases, as NumPy.
+  * sin, cos, tan: below 2^28, k = round(x 2/pi) and x - k pi/2 with pi/2 in seven 24-bit
+    parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
+    bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
+    cos on [-pi/4, pi/4].
+  * atan, atan2, asin, acos: |ratio| <= 1, one of nine atan(j/8) constants (double-double)
+    plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2 with sqrt(1 - x^2).
+  * sinh, cosh, tanh, asinh, acosh, atanh: the usual expm1 / log1p identities per range.
+float32: the float64 code (or the backend's native float64 op) on the widened argument,
+rounded once to float32.
+
+Measured error against NumPy (max ulps over 10^6 points per function, log-uniform magnitudes
+over the whole range plus special values; tests/kernel/test_mathlib.py keeps each within the
+bound in MAX_ULPS): see docs/math.md.
+"""
+
+from math import factorial
+
+import numpy as np
+
+from .core import TRANSCENDENTAL
+
+F64, F32, I64 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64)
+INF, NAN = float("inf"), float("nan")
+
+# Constants (mpmath, 400 bits): *_HI has few enough bits that k * HI is exact for |k| < 2^11.
+LN2_HI, LN2_LO = 0.6931471805598903, 5.497923018708371e-14
+LN2 = 0.6931471805599453
+LOG2E = 1.4426950408889634
+IVLN2_HI, IVLN2_LO = 1.4426950407214463, 1.6751713164886512e-10
+IVLN10_HI, IVLN10_LO = 0.4342944818781689, 2.5082946711645275e-11
+LOG10_2_HI, LOG10_2_LO = 0.30102999566395283, 2.8363394551044964e-14
+SQRT2 = 1.4142135623730951
+INVPIO2 = 0.6366197723675814
+# pi/2 = sum of these, each with at most 24 significant bits (error < 3e-55).
+PIO2_PARTS = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15,
+              1.056299898220315e-23, 8.478427566216846e-32, 9.415205271428978e-40,
+              1.1687495018667348e-47)
+# 2/pi = sum of C_j 2^(-24 (j + 1)) (mpmath, 1400 bits): enough for every float64 exponent.
+TWO_OVER_PI_24 = (
+    10680707, 7228996, 1387004, 2578385, 16069853, 12639074, 9804092, 4427841, 16666979,
+    11263675, 12935607, 2387514, 4345298, 14681673, 3074569, 13734428, 16653803, 1880361,
+    10960616, 8533493, 3062596, 8710556, 7349940, 6258241, 3772886, 3769171, 3798172,
+    8675211, 12450088, 3874808, 9961438, 366607, 15675153, 9132554, 7151469, 3571407,
+    2607881, 12013382, 4155038, 6285869, 7677882, 13102053, 15825725, 473591, 9065106,
+    15363067, 6271263, 9264392)
+HUGE_CHUNKS = 8
+CODY_WAITE_LIMIT = 2.0 ** 28          # below it, the seven-part pi/2 reduction is exact
+PI_HI, PI_LO = 3.141592653589793, 1.2246467991473532e-16
+PIO2_HI, PIO2_LO = 1.5707963267948966, 6.123233995736766e-17
+PIO4 = 0.7853981633974483
+ATAN_J8 = ((0.0, 0.0), (0.12435499454676144, -3.1253241424539383e-18),
+           (0.24497866312686414, 1.0698755618734451e-17),
+           (0.35877067027057225, -2.4623815582638635e-17),
+           (0.4636476090008061, 2.2698777452961687e-17),
+           (0.5585993153435624, -5.4556305485916264e-18),
+           (0.6435011087932844, 1.5834785051444286e-17),
+           (0.7188299996216245, -2.1478388444456983e-17),
+           (0.7853981633974483, 3.061616997868383e-17))   # atan(j/8), hi and lo
+TWO_THIRDS_HI, TWO_THIRDS_LO = 0.6666666666666666, 3.700743415417188e-17
+
+
+EXP_SERIES = [1.0 / factorial(n) for n in range(2, 14)]                   # 1/2! .. 1/13!
+SIN_S1 = -1.0 / 6.0
+SIN_SERIES = [(-1.0) ** j / factorial(2 * j + 1) for j in range(2, 10)]    # 1/5! .. -1/19!
+COS_SERIES = [(-1.0) ** j / factorial(2 * j) for j in range(2, 11)]        # 1/4! .. 1/20!
+LOG_SERIES = [2.0 / (2 * j + 1) for j in range(1, 13)]    # 2/3, 2/5, ..., 2/25
+LOG_SERIES5 = LOG_SERIES[1:]                              # 2/5, 2/7, ...
+ATAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 8)]   # -1/3, 1/5, ..., -1/15
+
+
+# -- small helpers over core.V values (float64 unless named) --
+
+def _poly(x, coeffs):
+    """coeffs[0] + coeffs[1] x + ..., Horner."""
+    p = x * coeffs[-1] + coeffs[-2]
+    for c in reversed(coeffs[:-2]):
+        p = p * x + c
+    return p
+
+
+def _abs(e, x):
+    return e.op("abs", x)
+
+
+def _isnan(x):
+    return x.ne(x)
+
+
+def _signbit(e, x):
+    return e.bitcast(x, I64) < 0
+
+
+def _min(e, x, bound):
+    return e.select(x < bound, x, bound)
+
+
+def _tiny(e, x, result, bound=2.0 ** -54):
+    """x itself where |x| is so small that f(x) rounds to x (keeps -0.0 and subnormals)."""
+    return e.select(_abs(e, x) < bound, x, result)
+
+
+def _pow2(e, k):
+    """2^k for an int64 k in [-1022, 1023], built from the exponent field."""
+    return e.bitcast(e.op("ishl", k + 1023, 52), F64)
+
+
+def _scale(e, y, k):
+    """y * 2^k for y in [0.5, 2) and |k| <= 1078, rounding once: two exact halves."""
+    k1 = e.op("ishr", k, 1)
+    return y * _pow2(e, k1) * _pow2(e, k - k1)
+
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _fast_two_sum(a, b):
+    """For |a| >= |b|."""
+    s = a + b
+    return s, b - (s - a)
+
+
+def _split(a):
+    c = a * 134217729.0                                   # 2^27 + 1: Veltkamp
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _two_prod(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _dd_add(a, b):
+    s, err = _two_sum(a[0], b[0])
+    return _fast_two_sum(s, err + (a[1] + b[1]))
+
+
+# -- exp --
+
+def _exp_reduce(e, hi_in, lo_in=None):
+    """For finite |x| <= 746, x = hi_in + lo_in: (em, k) with e^x = (1 + em) 2^k."""
+    kf = e.op("round", hi_in * LOG2E)
+    hi = hi_in - kf * LN2_HI                              # exact
+    lo = kf * LN2_LO if lo_in is None else kf * LN2_LO - lo_in
+    r = hi - lo
+    corr = (hi - r) - lo
+    p = r + r * r * _poly(r, EXP_SERIES)
+    return p + (corr + corr * p), e.op("ftoi", kf, dtype=I64), kf
+
+
+def _clamp_exp_arg(e, x, lo, hi):
+    return e.select(_isnan(x), 0.0, e.select(x > hi, hi, e.select(x < lo, lo, x)))
+
+
+def exp(e, x):
+    em, k, _ = _exp_reduce(e, _clamp_exp_arg(e, x, -746.0, 710.0))
+    return e.select(_isnan(x), x, _scale(e, 1.0 + em, k))
+
+
+def expm1(e, x):
+    xc = _clamp_exp_arg(e, x, -40.0, 710.0)
+    em, k, kf = _exp_reduce(e, xc)
+    t = _pow2(e, e.select(k < 60, k, 60))
+    above = t * (em + (1.0 - _pow2(e, e.select(k < 60, -k, -60))))   # k >= 1: no cancel
+    below = t * em + (t - 1.0)                                        # k <= 0
+    big = _scale(e, 1.0 + em, k)                                      # e^x - 1 == e^x
+    out = e.select(xc > 40.0, big, e.select(kf >= 1.0, above, below))
+    return e.select(_isnan(x), x, _tiny(e, x, out))
+
+
+# -- log --
+
+def _log_parts(e, x):
+    """x positive, finite (subnormal too): (k, f) with x = 2^k (1 + f), 1 + f in
+    [sqrt(2)/2, sqrt(2))."""
+    sub = x < 2.0 ** -1022
+    ix = e.bitcast(e.select(sub, x * 2.0 ** 54, x), I64)
+    k = e.op("ishr", ix, 52) - e.select(sub, e.const(1023 + 54, I64), 1023)
+    m = e.bitcast((ix & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000, F64)
+    big = m > SQRT2
+    m = e.select(big, m * 0.5, m)
+    k = k + e.select(big, e.const(1, I64), 0)
+    return e.convert(k, F64), m - 1.0
+
+
+def _log1p_terms(f):
+    """(hfsq, s, R): log(1 + f) = f - (hfsq - s (hfsq + R))."""
+    s = f / (2.0 + f)
+    z = s * s
+    return 0.5 * f * f, s, z * _poly(z, LOG_SERIES)
+
+
+def _log_special(e, x, ok, out, zero_at=0.0):
+    """NumPy's log at the edges: -inf at zero_at, NaN below, x itself for +inf and NaN."""
+    edge = e.select(x.eq(zero_at), -INF, e.select(x < zero_at, NAN, x))
+    return e.select(ok, out, edge)
+
+
+def _positive(e, x):
+    ok = (x > 0.0) & (x < INF)
+    return ok, e.select(ok, x, 1.0)
+
+
+def log(e, x):
+    ok, xs = _positive(e, x)
+    kf, f = _log_parts(e, xs)
+    hfsq, s, r = _log1p_terms(f)
+    out = kf * LN2_HI + (f - (hfsq - (s * (hfsq + r) + kf * LN2_LO)))
+    return _log_special(e, x, ok, out)
+
+
+def log1p(e, x):
+    ok = (x > -1.0) & (x < INF)
+    xs = e.select(ok, x, 0.0)
+    u, err = _two_sum(e.const(1.0, F64), xs)              # 1 + x = u + err exactly
+    kf, f = _log_parts(e, u)
+    near = (xs > SQRT2 / 2 - 1) & (xs < SQRT2 - 1)        # then f = x exactly, k = 0
+    f = e.select(near, xs, f)
+    kf = e.select(near, 0.0, kf)
+    c = e.select(near, 0.0, err / u)
+    hfsq, s, r = _log1p_terms(f)
+    out = kf * LN2_HI + (f - (hfsq - (s * (hfsq + r) + (kf * LN2_LO + c))))
+    return _tiny(e, x, _log_special(e, x, ok, out, zero_at=-1.0))
+
+
+def _log_split(e, x):
+    """log(x) / ln(base) needs the log1p part as hi + lo with hi of 21 bits."""
+    ok, xs = _positive(e, x)
+    kf, f = _log_parts(e, xs)
+    hfsq, s, r = _log1p_terms(f)
+    hi = e.bitcast(e.bitcast(f - hfsq, I64) & -(1 << 32), F64)
+    lo = (f - hi) - hfsq + s * (hfsq + r)
+    return ok, kf, hi, lo
+
+
+def log2(e, x):
+    ok, kf, hi, lo = _log_split(e, x)
+    val_hi = hi * IVLN2_HI
+    val_lo = (lo + hi) * IVLN2_LO + lo * IVLN2_HI
+    w = kf + val_hi
+    val_lo = val_lo + ((kf - w) + val_hi)
+    return _log_special(e, x, ok, val_lo + w)
+
+
+def log10(e, x):
+    ok, kf, hi, lo = _log_split(e, x)
+    y2 = kf * LOG10_2_HI
+    val_hi = hi * IVLN10_HI
+    val_lo = kf * LOG10_2_LO + (lo + hi) * IVLN10_LO + lo * IVLN10_HI
+    w = y2 + val_hi
+    val_lo = val_lo + ((y2 - w) + val_hi)
+    return _log_special(e, x, ok, val_lo + w)
+
+
+# -- pow --
+
+def _log_dd(e, x):
+    """log(x) as a double-double, for x positive and finite."""
+    kf, f = _log_parts(e, x)
+    d = 2.0 + f
+    dl = f - (d - 2.0)                                    # d + dl = 2 + f exactly
+    sh = f / d
+    p, pe = _two_prod(sh, d)
+    sl = (((f - p) - pe) - sh * dl) / d                   # s = f / (2 + f) = sh + sl
+    zh, zl = _two_prod(sh, sh)
+    ch, cl = _two_prod(zh, sh)
+    cl = cl + zl * sh + 3.0 * zh * sl                     # s^3
+    t3h, t3l = _two_prod(ch, e.const(TWO_THIRDS_HI, F64))
+    t3l = t3l + (ch * TWO_THIRDS_LO + cl * TWO_THIRDS_HI)
+    t5 = ch * zh * _poly(zh, LOG_SERIES5)                # s^5 (2/5 + 2 s^2/7 + ...)
+    acc = _dd_add((2.0 * sh, 2.0 * sl), (t3h, t3l))
+    acc = _dd_add(acc, (kf * LN2_LO, t5))
+    return _dd_add((kf * LN2_HI, e.const(0.0, F64)), acc)
+
+
+def pow(e, x, y):
+    ax, ay = _abs(e, x), _abs(e, y)
+    finite = (ax > 0.0) & (ax < INF) & (ay < INF) & ax.ne(1.0)    # |x| = 1: no y log|x|
+    lh, ll = _log_dd(e, e.select(finite, ax, 1.0))
+    t0 = y * lh
+    inside = finite & (_abs(e, t0) < 746.0)
+    ys = e.select(inside, y, 0.0)
+    th, tl = _two_prod(ys, lh)
+    th, tl = _fast_two_sum(th, tl + ys * ll)
+    em, k, _ = _exp_reduce(e, th, tl)
+    mag = e.select(inside, _scale(e, 1.0 + em, k), e.select(t0 > 0.0, e.const(INF, F64), 0.0))
+    # Zero or infinite x or y: 0 or inf, by whether |x| > 1 agrees with y > 0.
+    edge = e.select(ax.eq(1.0), 1.0, e.select((ax > 1.0) ^ (y > 0.0), e.const(0.0, F64), INF))
+    mag = e.select(finite, mag, edge)
+    odd = _abs(e, e.op("frem", y, 2.0)).eq(1.0)
+    out = e.select(_signbit(e, x) & odd, -mag, mag)
+    negative_base = (x < 0.0) & (x > -INF) & (ay < INF) & e.op("trunc", y).ne(y)
+    out = e.select(negative_base, NAN, out)
+    out = e.select(_isnan(x) | _isnan(y), x + y, out)
+    return e.select(y.eq(0.0) | x.eq(1.0), 1.0, out)
+
+
+# -- sin, cos, tan --
+
+def _reduce_pio2(e, x):
+    """x finite: (rh, rl, q) with x = q pi/2 + rh + rl, |rh| <= ~pi/4, q mod 4 right.
+    Exact products (so full accuracy) need |q| < 2^29."""
+    kf = e.op("round", x * INVPIO2)
+    a = x - kf * PIO2_PARTS[0]                            # exact: both within 2x of each other
+    lo = e.const(0.0, F64)
+    for part in PIO2_PARTS[1:]:
+        a, err = _two_sum(a, -(kf * part))                # kf * part is exact
+        lo = lo + err
+    rh, rl = _fast_two_sum(a, lo)
+    return rh, rl, e.op("ftoi", e.op("frem", kf, 4.0), dtype=I64)     # q mod 4 is enough
+
+
+def _sin_kernel(x, y):
+    z = x * x
+    v = z * x
+    r = _poly(z, SIN_SERIES)
+    return x - ((z * (0.5 * y - v * r) - y) - v * SIN_S1)
+
+
+def _cos_kernel(x, y):
+    z = x * x
+    r = z * _poly(z, COS_SERIES)
+    hz = 0.5 * z
+    w = 1.0 - hz
+    return w + (((1.0 - w) - hz) + (z * r - x * y))
+
+
+def _reduce_huge(e, ax):
+    """Payne-Hanek for ax >= 2^28: ax 2/pi = 4n + q + f, with ax = M 2^(E-52) and only the
+    2/pi bits that can reach q or f: products of M's halves (27 and 26 bits) with 24-bit
+    chunks are exact, and so is each one's remainder mod 4. (fh, fl, q)."""
+    ix = e.bitcast(ax, I64)
+    exp2 = e.op("ishr", ix, 52) - 1023
+    j0 = e.op("idiv", e.select(exp2 > 54, exp2 - 54, e.const(0, I64)), 24)
+    scale = exp2 - 52 - 24 * (j0 + 1)                     # weight of chunk j0's last bit
+    m = e.bitcast((ix & 0x000FFFFFFFFFFFFF) | (1075 << 52), F64)   # M, an integer
+    m_hi = e.bitcast(e.bitcast(m, I64) & -(1 << 26), F64)
+    m_lo = m - m_hi
+    at = [j0.eq(j) for j in range(len(TWO_OVER_PI_24) - HUGE_CHUNKS + 1)]
+    hi, lo = e.const(0.0, F64), e.const(0.0, F64)
+    for i in range(HUGE_CHUNKS):
+        chunk = e.const(0.0, F64)
+        for j, hit in enumerate(at):
+            chunk = e.select(hit, float(TWO_OVER_PI_24[j + i]), chunk)
+        w = _pow2(e, scale - 24 * i)
+        for half in (m_hi, m_lo):
+            hi, err = _two_sum(hi, e.op("frem", half * chunk * w, 4.0))
+            lo = lo + err
+    hi = e.op("frem", hi, 4.0)
+    k = e.op("round", hi)
+    fh, fl = _two_sum(hi - k, lo)
+    return fh, fl, e.op("ftoi", k, dtype=I64)
+
+
+def _reduce(e, x):
+    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x."""
+    ax = _abs(e, x)
+    huge = ax >= CODY_WAITE_LIMIT
+    rh, rl, q = _reduce_pio2(e, e.select(huge, 0.0, x))
+    fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
+    ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
+    ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
+    negative = x < 0.0
+    ph, pl = e.select(negative, -ph, ph), e.select(negative, -pl, pl)
+    hq = e.select(negative, -hq, hq)
+    return e.select(huge, ph, rh), e.select(huge, pl, rl), e.select(huge, hq, q)
+
+
+def _trig(e, x, which):
+    finite = _abs(e, x) < INF
+    rh, rl, q = _reduce(e, e.select(finite, x, 0.0))
+    s, c = _sin_kernel(rh, rl), _cos_kernel(rh, rl)
+    if which == "tan":
+        out = e.select((q & 1).ne(0), -c / s, s / c)
+    else:
+        q = q + (1 if which == "cos" else 0)
+        out = e.select((q & 1).ne(0), c, s)
+        out = e.select((q & 2).ne(0), -out, out)
+    return e.select(finite, out, x - x)
+
+
+def sin(e, x):
+    return _tiny(e, x, _trig(e, x, "sin"), 2.0 ** -30)
+
+
+def cos(e, x):
+    return _trig(e, x, "cos")
+
+
+def tan(e, x):
+    return _tiny(e, x, _trig(e, x, "tan"), 2.0 ** -30)
+
+
+# -- atan family --
+
+def _atan_unit(e, u):
+    """atan(u) as hi + lo for u in [0, 1] (NaN passes through)."""
+    jf = e.op("round", u * 8.0)
+    c = jf * 0.125
+    t = (u - c) / (1.0 + c * u)                           # |t| <= 1/16
+    z = t * t
+    at = t + t * z * _poly(z, ATAN_SERIES)
+    hi, lo = e.const(0.0, F64), e.const(0.0, F64)
+    for j, (h, lw) in enumerate(ATAN_J8[1:], start=1):
+        hit = jf.eq(float(j))
+        hi, lo = e.select(hit, h, hi), e.select(hit, lw, lo)
+    return hi, lo + at
+
+
+def atan2(e, y, x):
+    ax, ay = _abs(e, x), _abs(e, y)
+    swap = ay > ax
+    num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
+    both_inf = ax.eq(INF) & ay.eq(INF)
+    q = e.select(den.eq(0.0) | both_inf, 0.0, num / den)
+    hi, lo = _atan_unit(e, q)
+    a = e.select(swap, (PIO2_HI - hi) + (PIO2_LO - lo), hi + lo)
+    a = e.select(both_inf, PIO4, a)
+    a = e.select(_signbit(e, x), (PI_HI - a) + PI_LO, a)
+    out = e.op("copysign", a, y)
+    return e.select(_isnan(x) | _isnan(y), x + y, out)
+
+
+def atan(e, x):
+    return _tiny(e, x, atan2(e, x, e.const(1.0, F64)))
+
+
+def _cosine_of_asin(e, x):
+    return e.op("sqrt", (1.0 - x) * (1.0 + x))
+
+
+def asin(e, x):
+    return _tiny(e, x, atan2(e, x, _cosine_of_asin(e, x)))
+
+
+def acos(e, x):
+    return atan2(e, _cosine_of_asin(e, x), x)
+
+
+# -- hyperbolic --
+
+def _half_exp(e, ax):
+    """(e^ax, e^ax / 2) for ax >= 0, each rounded once."""
+    em, k, _ = _exp_reduce(e, _min(e, ax, 711.0))
+    return _scale(e, 1.0 + em, k), _scale(e, 1.0 + em, k - 1)
+
+
+def sinh(e, x):
+    ax = _abs(e, x)
+    em = expm1(e, _min(e, ax, 22.0))
+    small = 0.5 * (2.0 * em - em * em / (em + 1.0))
+    mid = 0.5 * (em + em / (em + 1.0))
+    big = _half_exp(e, e.select(_isnan(x), 0.0, ax))[1]
+    out = e.select(ax < 1.0, small, e.select(ax < 22.0, mid, big))
+    out = e.select(_isnan(x), x, e.op("copysign", out, x))
+    return _tiny(e, x, out, 2.0 ** -28)
+
+
+def cosh(e, x):
+    ax = _abs(e, x)
+    em = expm1(e, _min(e, ax, 0.5))
+    small = 1.0 + em * em / (2.0 * (1.0 + em))
+    t, half = _half_exp(e, e.select(_isnan(x), 0.0, ax))
+    mid = 0.5 * t + 0.5 / t
+    out = e.select(ax < LN2 / 2, small, e.select(ax < 22.0, mid, half))
+    return e.select(_isnan(x), x, out)
+
+
+def tanh(e, x):
+    ax = _abs(e, x)
+    axc = _min(e, ax, 22.0)
+    small = ax < 1.0
+    em = expm1(e, e.select(small, -2.0 * axc, 2.0 * axc))
+    out = e.select(small, -em / (em + 2.0), 1.0 - 2.0 / (em + 2.0))
+    out = e.select(ax < 22.0, out, 1.0)
+    out = e.select(_isnan(x), x, e.op("copysign", out, x))
+    return _tiny(e, x, out)
+
+
+def asinh(e, x):
+    ax = _abs(e, x)
+    big = ax > 2.0 ** 28
+    sq = e.op("sqrt", ax * ax + 1.0)
+    far = log(e, e.select(big, ax, 2.0 * ax + 1.0 / (sq + ax)))
+    far = e.select(big, far + LN2, far)
+    near = log1p(e, ax + ax * ax / (1.0 + sq))
+    out = e.select(ax > 2.0, far, near)
+    out = e.select(_isnan(x), x, e.op("copysign", out, x))
+    return _tiny(e, x, out, 2.0 ** -28)
+
+
+def acosh(e, x):
+    big = x > 2.0 ** 28
+    far = log(e, e.select(big, x, 2.0 * x - 1.0 / (x + e.op("sqrt", x * x - 1.0))))
+    far = e.select(big, far + LN2, far)
+    t = x - 1.0
+    near = log1p(e, t + e.op("sqrt", 2.0 * t + t * t))
+    out = e.select(x > 2.0, far, near)
+    return e.select(x < 1.0, NAN, e.select(_isnan(x), x, out))
+
+
+def atanh(e, x):
+    ax = _abs(e, x)
+    arg = e.select(ax < 0.5, 2.0 * ax + 2.0 * ax * ax / (1.0 - ax), 2.0 * ax / (1.0 - ax))
+    out = 0.5 * log1p(e, arg)
+    out = e.select(_isnan(x), x, e.op("copysign", out, x))
+    return _tiny(e, x, out)
+
+
+FLOAT64 = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2,
+           "log10": log10, "pow": pow, "sin": sin, "cos": cos, "tan": tan, "atan": atan,
+           "atan2": atan2, "asin": asin, "acos": acos, "sinh": sinh, "cosh": cosh,
+           "tanh": tanh, "asinh": asinh, "acosh": acosh, "atanh": atanh}
+assert set(FLOAT64) == set(TRANSCENDENTAL)
 
 
 def expansion(op, dtype, caps):
-    raise NotImplementedError(op)
+    """The rule (emitter, *args) -> value computing `op` on `dtype` from core ops."""
+    if dtype == "float64":
+        return FLOAT64[op]
+    if dtype != "float32":
+        raise NotImplementedError(f"{op} on {dtype}")
+    native = (op, "float64") in caps.native_math
+
+    def widened(e, *args):
+        wide = [e.convert(a, F64) for a in args]
+        out = e.op(op, *wide) if native else FLOAT64[op](e, *wide)
+        return e.convert(out, F32)
+    return widened
