@@ -12,7 +12,12 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
-import vulkan as vk
+
+try:
+    import vulkan as vk
+except OSError as e:        # the binding opens libvulkan as it is imported
+    raise ImportError(f"the Vulkan loader library is missing ({e}); install libvulkan1",
+                      name="libvulkan") from e
 
 from ...config import config
 
