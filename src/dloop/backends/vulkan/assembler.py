@@ -168,6 +168,11 @@ class Function:
     def line(self, src):
         self._line = src
 
+    @property
+    def src(self):
+        """The user's file:line of the statement being rendered (None if unknown)."""
+        return self._line
+
     def _emit_line(self):
         if self._line is None or self._line == self._written_line:
             return

@@ -54,6 +54,8 @@ class Features:
     float64_atomic_add: bool
     nan_preserve32: bool
     nan_preserve64: bool
+    denorm_preserve32: bool
+    denorm_preserve64: bool
     max_range: int            # maxStorageBufferRange
     align: int                # minStorageBufferOffsetAlignment
     max_groups: int           # maxComputeWorkGroupCount[0] (and [1])
@@ -104,6 +106,8 @@ def _query(pd, mask):
         float64_atomic_add=has_float_ext and bool(atomic.shaderBufferFloat64AtomicAdd),
         nan_preserve32=bool(fc.shaderSignedZeroInfNanPreserveFloat32),
         nan_preserve64=bool(fc.shaderSignedZeroInfNanPreserveFloat64),
+        denorm_preserve32=bool(fc.shaderDenormPreserveFloat32),
+        denorm_preserve64=bool(fc.shaderDenormPreserveFloat64),
         max_range=int(props.limits.maxStorageBufferRange),
         align=int(props.limits.minStorageBufferOffsetAlignment),
         max_groups=int(min(props.limits.maxComputeWorkGroupCount[0],

@@ -22,7 +22,7 @@ from ...trace.source import user_location
 from ..base import Backend, Caps
 from . import device as vkdevice
 from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage
-from .ops import NATIVE32
+from .ops import native_math
 from .render import render
 
 _INT32_LIMIT = 2 ** 31
@@ -71,7 +71,7 @@ class VulkanBackend(Backend):
                          float_atomic_add=f.float32_atomic_add, int64_atomics=f.int64_atomics,
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
-                         native_math=frozenset((op, "float32") for op in NATIVE32))
+                         native_math=native_math(f))
         self._empty = None
 
     # -- compile --
@@ -92,9 +92,7 @@ class VulkanBackend(Backend):
         return Artifact(pipeline, len(kernel.buffers), len(kernel.counters))
 
     def cache_identity(self):
-        f = self.features
-        return (f.uuid.hex(), f.float64, f.int64, f.float32_atomic_add, f.float64_atomic_add,
-                f.nan_preserve32, f.nan_preserve64)
+        return (repr(self.features),)      # the device and every feature render reads
 
     def _check_float64(self, kernel):
         if self.features.float64:

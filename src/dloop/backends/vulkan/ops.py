@@ -4,6 +4,8 @@ and the atomics."""
 
 import numpy as np
 
+from ...errors import DloopNotImplementedError
+from ...trace.source import user_location
 from .spirv import GLSL, Capability
 
 # Operands of one dtype class -> opcode: (float, int, bool).
@@ -28,6 +30,16 @@ _GLSL_MATH = {"sin": "Sin", "cos": "Cos", "tan": "Tan", "atan": "Atan", "sinh": 
 NATIVE32 = frozenset(("sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp",
                       "asin", "acos", "acosh", "atanh", "log", "log2", "log10", "log1p",
                       "expm1", "pow", "atan2"))
+
+
+def native_math(features):
+    """The (op, dtype) pairs rendered with GLSL.std.450. Vulkan lets drivers make these
+    loose (sin: 2^-11 absolute error; lavapipe's asin is off by 2e-4), so where the device
+    has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
+    float64, rounded once), matching the CPU backend; GLSL serves only devices without it."""
+    if features.float64:
+        return frozenset()
+    return frozenset((op, "float32") for op in NATIVE32)
 _BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
                "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
 
@@ -41,6 +53,8 @@ def _kind(dtype):
 def emit(r, op, args, dtype, out):
     fn, bool_t = r.fn, r.m.t_bool()
     out_t = r.vt(out)
+    if op == "frem":
+        return _frem(r, dtype, *args)
     if op in _BINARY:
         if dtype == bool and op in _BOOL_ORDER:       # False < True
             neg_a, neg_b, join = _BOOL_ORDER[op]
@@ -66,14 +80,60 @@ def emit(r, op, args, dtype, out):
         return fn.op("ConvertFToS", out_t, args[0])
     if op == "bitcast":
         if r.width(dtype) != r.width(out):
-            raise NotImplementedError(f"a bitcast of {dtype} to {out} on a device without "
-                                      "64-bit integers")
+            raise DloopNotImplementedError(
+                f"float64 math functions work on the bits of float64 values as int64, and "
+                f"Vulkan device {r.f.name} lacks shaderInt64; use float32, or a device with "
+                "shaderInt64", r.fn.src or user_location())
         return fn.op("Bitcast", out_t, args[0])
     if op == "convert":
         return _convert(r, args[0], dtype, out)
     if dtype == np.float32 and op in NATIVE32:
         return _math32(r, op, args)
     raise NotImplementedError(f"kernel op {op} on {dtype} in a Vulkan kernel")
+
+
+def _frem(r, dtype, x, y):
+    """C's fmod, exact. OpFRem is x - y trunc(x / y) on drivers (lavapipe: fmod(1, 1e-30) = 0),
+    so: r = |x|; while r >= |y|: r -= |y| 2^e, with the largest e that keeps the result
+    >= 0; each subtraction is exact (Sterbenz), and the loop runs at most once per binade
+    between |x| and |y|. Then r takes x's sign; fmod(x, +-inf) = x, and inf or NaN in x, NaN
+    or 0 in y give NaN."""
+    fn, m = r.fn, r.m
+    t, b, i32 = r.vt(dtype), m.t_bool(), r.i32
+    parts = m.t_struct(t, i32)
+    c = lambda v: r.const(v, dtype)     # noqa: E731
+    ax, ay = glsl(r, "FAbs", t, x), glsl(r, "FAbs", t, y)
+    finite_x = fn.op("LogicalNot", b, fn.op("LogicalOr", b, fn.op("IsInf", b, x),
+                                            fn.op("IsNan", b, x)))
+    usable_y = fn.op("LogicalAnd", b, fn.op("FOrdGreaterThan", b, ay, c(0.0)),
+                     fn.op("FOrdLessThan", b, ay, c(np.inf)))
+    ok = fn.op("LogicalAnd", b, finite_x, usable_y)
+    start = fn.op("Select", t, ok, ax, c(0.0))
+    exp_y = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, ay), 1)
+    pre = fn.label
+    header, cond, body, cont, merge = (m.id() for _ in range(5))
+    fn.end("Branch", header)
+    fn.begin(header)
+    rem, phi = fn.phi(t, [(start, pre), (0, 0)])
+    fn.end("LoopMerge", merge, cont, 0)
+    fn.end("Branch", cond)
+    fn.begin(cond)
+    fn.end("BranchConditional", fn.op("FOrdGreaterThanEqual", b, rem, ay), body, merge)
+    fn.begin(body)
+    e = fn.op("ISub", i32, fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1),
+              exp_y)
+    big = glsl(r, "Ldexp", t, ay, e)
+    step = fn.op("Select", t, fn.op("FOrdGreaterThan", b, big, rem),
+                 glsl(r, "Ldexp", t, ay, fn.op("ISub", i32, e, r.c32(1))), big)
+    nxt = fn.op("FSub", t, rem, step)
+    fn.end("Branch", cont)
+    fn.begin(cont)
+    type(fn).set_incoming(phi, 1, nxt, cont)
+    fn.end("Branch", header)
+    fn.begin(merge)
+    out = _copysign(r, dtype, rem, x)
+    keep_x = fn.op("LogicalAnd", b, finite_x, fn.op("IsInf", b, y))
+    return fn.op("Select", t, ok, out, fn.op("Select", t, keep_x, x, c(np.nan)))
 
 
 def glsl(r, name, t, *args):

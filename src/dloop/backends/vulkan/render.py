@@ -165,14 +165,17 @@ class Renderer:
         m.add("entry", "EntryPoint", S.ExecutionModel["GLCompute"], fn.id, "main", gid_var,
               nwg_var)
         m.add("mode", "ExecutionMode", fn.id, S.ExecutionMode["LocalSize"], WORKGROUP, 1, 1)
-        preserve = [w for w in sorted(self.float_widths)
-                    if (self.f.nan_preserve64 if w == 64 else self.f.nan_preserve32)]
-        if preserve:
-            m.extension("SPV_KHR_float_controls")
-            m.capability(S.Capability["SignedZeroInfNanPreserve"])
-            for w in preserve:
-                m.add("mode", "ExecutionMode", fn.id,
-                      S.ExecutionMode["SignedZeroInfNanPreserve"], w)
+        # NumPy's results need infinities, NaN, signed zeros and subnormals kept; drivers
+        # may drop them unless asked (lavapipe cannot keep subnormals).
+        for mode, has in (("SignedZeroInfNanPreserve", (self.f.nan_preserve32,
+                                                        self.f.nan_preserve64)),
+                          ("DenormPreserve", (self.f.denorm_preserve32,
+                                              self.f.denorm_preserve64))):
+            for w in sorted(self.float_widths):
+                if has[w == 64]:
+                    m.extension("SPV_KHR_float_controls")
+                    m.capability(S.Capability[mode])
+                    m.add("mode", "ExecutionMode", fn.id, S.ExecutionMode[mode], w)
         return m.words()
 
     def index(self, i32_value):
