@@ -170,9 +170,9 @@ class VulkanBackend(Backend):
             raise DloopValueError(f"a launch of {n_threads:,} elements; the Vulkan backend "
                                   f"runs at most {_INT32_LIMIT - 1:,} per kernel: split the "
                                   "call", user_location())
-        bindings = [self._binding(b) for b in buffers]
         if not self.features.int64:
             self._check_offsets(buffers, n_threads * max(artifact.counters, 1))
+        bindings = [self._binding(b) for b in buffers]
         self.device.dispatch(artifact.pipeline, bindings, n_threads,
                              [b.buffer for b in buffers])
 
@@ -204,7 +204,8 @@ def _first_float64(stmts):
     f64 = np.dtype(np.float64)
     for s in stmts:
         values = [getattr(s, a, None) for a in ("out", "value")] + list(getattr(s, "args", ()))
-        if any(getattr(v, "dtype", None) == f64 for v in values):
+        # (a dtype compares equal to None: NumPy reads None as float64)
+        if any(v is not None and v.dtype == f64 for v in values):
             return s.src or user_location()
         for attr in ("body", "cond_body"):
             inner = _first_float64(getattr(s, attr, None) or [])

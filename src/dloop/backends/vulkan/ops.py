@@ -266,6 +266,8 @@ def _pow(r, x, y):
                 fn.op("LogicalNot", b, integer))
     out = sel(fn.op("LogicalAnd", b, nan, fn.op("FOrdNotEqual", b, ax, c(np.inf))), c(np.nan),
               out)
+    either_nan = fn.op("LogicalOr", b, fn.op("IsNan", b, x), fn.op("IsNan", b, y))
+    out = sel(either_nan, fn.op("FAdd", t, x, y), out)      # lavapipe's pow(NaN, 3) is 0
     one = fn.op("LogicalOr", b, fn.op("FOrdEqual", b, y, c(0.0)),
                 fn.op("FOrdEqual", b, x, c(1.0)))
     return sel(one, c(1.0), out)
