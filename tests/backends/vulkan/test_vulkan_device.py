@@ -232,3 +232,25 @@ def test_empty_launches_submit_nothing():
     before = len(be.device.pending)
     be.launch(None, 0, [])
     assert len(be.device.pending) == before
+
+
+def test_pipeline_cache_is_written_to_and_read_from_disk(tmp_path):
+    previous = dl.config.cache_dir
+    dl.config.update("cache_dir", str(tmp_path))
+    try:
+        dev = vkdevice.Device()
+        be = VulkanBackend(dev)
+        tid, v = kir.KVar(np.int64), kir.KVar(np.float32)
+        kernel = kir.Kernel("copy", tid, [kir.Load(v, 0, tid), kir.Store(1, tid, v)])
+        f32 = np.dtype(np.float32)
+        kernel.buffers = [kir.BufferSpec("in", f32, 0), kir.BufferSpec("out", f32, 1)]
+        be.compile(kernel)
+        dev.close()
+        saved = list(tmp_path.glob("vulkan-*.pipelines"))
+        assert len(saved) == 1 and saved[0].stat().st_size > 0
+        again = VulkanBackend(vkdevice.Device())       # starts from the saved cache
+        out = again.zeros((3,), np.float32)
+        again.launch(again.compile(kernel), 3, [again.upload(np.arange(3.0), np.float32), out])
+        np.testing.assert_array_equal(again.to_numpy(out), [0.0, 1.0, 2.0])
+    finally:
+        dl.config.update("cache_dir", previous)
