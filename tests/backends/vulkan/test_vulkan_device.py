@@ -254,3 +254,27 @@ def test_pipeline_cache_is_written_to_and_read_from_disk(tmp_path):
         np.testing.assert_array_equal(again.to_numpy(out), [0.0, 1.0, 2.0])
     finally:
         dl.config.update("cache_dir", previous)
+
+
+def test_bool_carries_on_the_adstack_take_32_bits(masked):
+    masked("")
+    x = np.linspace(0.5, 1.5, 6)
+    n = np.array([0, 1, 2, 3, 7, 12])
+
+    def loss(x):
+        def body(i, c):
+            v, flag = c
+            return np.where(flag, v * x, v + 0.5 * x), ~flag
+        return dl.fori_loop(0, n, body, (x, x > 1.0))[0].sum()
+
+    def ref(x):
+        total = 0.0
+        for j in range(x.size):
+            v, flag = x[j], x[j] > 1.0
+            for _ in range(n[j]):
+                v, flag = (v * x[j] if flag else v + 0.5 * x[j]), not flag
+            total += v
+        return total
+
+    assert_close(dl.grad(loss)(x), finite_difference(ref, x), rtol=1e-8)
+    assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * (8 + 4)
