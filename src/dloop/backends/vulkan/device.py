@@ -23,7 +23,7 @@ from ...config import config
 
 # Settings, read through settings(): the lead surfaces them in dloop.config later.
 ENV_DEVICE = "DLOOP_VULKAN_DEVICE"        # index or name substring
-ENV_MASK = "DLOOP_VULKAN_MASK"            # features to hide: float64, int64, float_atomics, unified
+ENV_MASK = "DLOOP_VULKAN_MASK"            # features to hide, comma-separated: see MASKABLE
 ENV_VALIDATE = "DLOOP_VULKAN_VALIDATE"    # 1: spirv-val every module before pipeline creation
 MASKABLE = ("float64", "int64", "float_atomics", "unified")
 
@@ -157,10 +157,10 @@ class Device:
             raise VulkanUnavailable("the Vulkan loader found no device")
         props = [vk.vkGetPhysicalDeviceProperties(pd) for pd in pds]
         self.pd = pds[choose([(p.deviceName, p.deviceType) for p in props], choice)]
-        self.features, _, exts = _query(self.pd, mask)
+        self.features, kind, exts = _query(self.pd, mask)
         self.lock = threading.RLock()
         self._create_device(exts)
-        self._memory_types(mask)
+        self._memory_types(mask, kind)
         self.pending = []                    # (fence, command buffer, objects kept alive)
         self.free = {}                       # size class -> [(handle, memory, view)]
         self.pipelines = {}
@@ -200,14 +200,21 @@ class Device:
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
 
-    def _memory_types(self, mask):
+    def _memory_types(self, mask, kind):
+        """Device arrays live in device-local memory. CPUs and integrated GPUs share it with
+        the host, and the host maps it directly; discrete GPUs stage through host memory
+        (their host-visible device memory, the PCIe BAR, is small and slow to read)."""
         props = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
         types = [props.memoryTypes[i].propertyFlags for i in range(props.memoryTypeCount)]
         local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
         host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        self.host_type = next(i for i, t in enumerate(types) if t & host == host)
+        cached = host | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+        self.host_type = next((i for i, t in enumerate(types) if t & cached == cached),
+                              next(i for i, t in enumerate(types) if t & host == host))
         unified = [i for i, t in enumerate(types) if t & (local | host) == local | host]
-        if unified and "unified" not in mask:
+        shared = kind in (vk.VK_PHYSICAL_DEVICE_TYPE_CPU,
+                          vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU)
+        if unified and shared and "unified" not in mask:
             self.device_type, self.unified = unified[0], True
         else:
             self.device_type = next((i for i, t in enumerate(types) if t & local),

@@ -109,7 +109,8 @@ class VulkanBackend(Backend):
     def _array(self, shape, dtype, zero):
         dtype = np.dtype(dtype)
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        n = int(np.prod(shape, dtype=np.int64)) * storage_dtype(dtype, self.features.int64).itemsize
+        itemsize = storage_dtype(dtype, self.features.int64).itemsize
+        n = int(np.prod(shape, dtype=np.int64)) * itemsize
         buf = self.device.alloc(max(n, 4))
         if zero or n == 0:       # empty arrays read as zeros, like the interpreter's
             self.device.fill_zero(buf, 0, max(n, 4))
