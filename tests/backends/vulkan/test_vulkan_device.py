@@ -278,3 +278,16 @@ def test_bool_carries_on_the_adstack_take_32_bits(masked):
 
     assert_close(dl.grad(loss)(x), finite_difference(ref, x), rtol=1e-8)
     assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * (8 + 4)
+
+
+def test_an_unknown_feature_mask_makes_the_backend_unavailable_with_the_reason(monkeypatch):
+    monkeypatch.setenv(vkdevice.ENV_MASK, "float64,quantum")
+    with pytest.raises(vkdevice.VulkanUnavailable, match="quantum.*known: float64"):
+        vkdevice.Device()
+
+
+def test_launches_past_2_to_the_31_elements_are_refused():
+    be = VulkanBackend(vkdevice.Device())
+    with pytest.raises(DloopValueError, match="split the call") as e:
+        be.launch(Artifact(None, 0, 0), 2 ** 31, [])
+    assert HERE in e.value.where

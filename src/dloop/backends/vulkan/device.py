@@ -33,12 +33,16 @@ _KIND_RANK = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
 WORKGROUP = 64
 
 
+class VulkanUnavailable(Exception):
+    """No usable device: the reason is the backend's reason for being unavailable."""
+
+
 def settings():
     """(device choice or None, masked feature names, validate) from the environment."""
     mask = {m.strip() for m in os.environ.get(ENV_MASK, "").split(",") if m.strip()}
     unknown = mask - set(MASKABLE)
     if unknown:
-        raise ValueError(f"{ENV_MASK} names unknown features {sorted(unknown)}; "
+        raise VulkanUnavailable(f"{ENV_MASK} names unknown features {sorted(unknown)}; "
                          f"known: {', '.join(MASKABLE)}")
     return (os.environ.get(ENV_DEVICE) or None, frozenset(mask),
             os.environ.get(ENV_VALIDATE, "") not in ("", "0"))
@@ -60,10 +64,6 @@ class Features:
     align: int                # minStorageBufferOffsetAlignment
     max_groups: int           # maxComputeWorkGroupCount[0] (and [1])
     uuid: bytes
-
-
-class VulkanUnavailable(Exception):
-    pass
 
 
 def _instance():
