@@ -80,9 +80,9 @@ class Renderer:
     def c32(self, value):
         return self.m.constant(self.i32, [value & 0xFFFFFFFF])
 
-    def _storage_dtype(self, k, index):
-        """The dtype a buffer holds on the device (see the module docstring)."""
-        dtype = np.dtype(k.dtype)
+    def _storage_dtype(self, spec, index):
+        """The dtype buffer `index` holds on the device (see the module docstring)."""
+        dtype = np.dtype(spec.dtype)
         if dtype == bool:
             return np.dtype(np.int32)
         if dtype == np.int64 and not self.f.int64:
