@@ -204,3 +204,22 @@ def test_oplines_name_the_user_lines(tmp_path):
     text = subprocess.run(["spirv-dis", str(path)], capture_output=True, text=True).stdout
     assert 'OpString "/user/prog.py"' in text
     assert "OpLine %" in text and " 7 0" in text
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_modules_for_features_lavapipe_lacks_validate(dtype):
+    """NVIDIA's driver has float64 atomic add and keeps subnormals: the modules made for it
+    (never run here) still pass spirv-val."""
+    import dataclasses
+
+    from dloop.backends.vulkan.launch import validate
+    from dloop.backends.vulkan.render import render
+    from dloop.kernel.legalize import legalize
+
+    be = get_backend("vulkan")
+    features = dataclasses.replace(be.features, float64_atomic_add=True, float32_atomic_add=True,
+                                   denorm_preserve32=True, denorm_preserve64=True)
+    words = render(legalize(_atomic_kernel(dtype), be.caps), features)
+    code = np.asarray(words, dtype="<u4").tobytes()
+    validate(code)
+    assert (words[0], len(code) % 4) == (0x07230203, 0)
