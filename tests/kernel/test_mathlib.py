@@ -12,17 +12,19 @@ from dloop.backends.base import available
 from dloop.kernel.legalize import legalize
 
 N = 10 ** 6
+SLICE = 200_000
 UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
          "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10")
 BINARY = ("pow", "atan2")
 NUMPY = {"asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh,
          "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "pow": np.power}
-# Max ulps from NumPy, float64 and float32 (docs/math.md has the measured figures).
+# The documented bounds (docs/math.md): max ulps from NumPy's float64 answer, rounded to
+# float32 for float32 (NumPy's own float32 functions are themselves a few ulps off).
 MAX_ULPS = {
-    "float64": {"sin": 1, "cos": 1, "tan": 2, "asin": 2, "acos": 2, "atan": 2, "sinh": 2,
-                "cosh": 2, "tanh": 2, "asinh": 2, "acosh": 2, "atanh": 2, "exp": 1,
-                "expm1": 1, "log": 1, "log1p": 1, "log2": 1, "log10": 2, "pow": 1,
-                "atan2": 2},
+    "float64": {"sin": 1, "cos": 1, "tan": 2, "asin": 2, "acos": 2, "atan": 1, "sinh": 1,
+                "cosh": 1, "tanh": 1, "asinh": 2, "acosh": 2, "atanh": 2, "exp": 1,
+                "expm1": 1, "log": 1, "log1p": 1, "log2": 1, "log10": 1, "pow": 1,
+                "atan2": 1},
     "float32": {op: 1 for op in UNARY + BINARY},
 }
 
@@ -115,26 +117,35 @@ def inputs(op, dtype, seed=4):
 
 
 def reference(op, args):
+    """NumPy's float64 answer, rounded to the arguments' dtype."""
+    wide = [a.astype(np.float64) for a in args]
     with np.errstate(all="ignore"):
-        return NUMPY.get(op, getattr(np, op, None))(*args)
+        return NUMPY.get(op, getattr(np, op, None))(*wide).astype(args[0].dtype)
 
 
 def measure(op, dtype, backend="interpret"):
     """(ulp errors, inputs, got, want) of the software op on `backend`."""
     args = inputs(op, dtype)
     kernel = legalize(op_kernel(op, [dtype] * len(args), dtype), NO_MATH)
-    got = run(backend, kernel, args)
+    # In slices: the interpreter keeps every intermediate value (sin has ~750).
+    got = np.concatenate([run(backend, kernel, [a[k:k + SLICE] for a in args])
+                          for k in range(0, args[0].size, SLICE)])
     want = reference(op, args)
     return ulps(got, want), args, got, want
 
 
 CASES = [(op, d) for op in UNARY + BINARY for d in ("float64", "float32")]
+BACKENDS = ["interpret"] + [b for b in ("cpu",) if available(b)[0]]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o}-{d}" for o, d in CASES])
-def test_within_documented_ulps(op, dtype):
-    err, args, got, want = measure(op, dtype)
+def test_within_documented_ulps(op, dtype, backend):
+    err, args, got, want = measure(op, dtype, backend)
     bound = MAX_ULPS[dtype][op]
+    numbers = ~np.isnan(got) & ~np.isnan(want)
+    sign = np.signbit(got) != np.signbit(want)        # ulps() does not see -0.0 against 0.0
+    err = np.where(numbers & sign & (got == 0) & (want == 0), np.inf, err)
     if err.max() > bound:
         k = int(np.argmax(err))
         at = ", ".join(repr(a[k]) for a in args)

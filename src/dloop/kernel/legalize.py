@@ -87,11 +87,11 @@ def _convert_rule(src, dst):
     if dst == BOOL:
         return lambda e, x: x.ne(0)
     if _is_float(src) and not _is_float(dst):
-        return lambda e, x: saturating_ftoi(e, x, dst)
+        return lambda e, x: _saturating_ftoi(e, x, dst)
     return None
 
 
-def saturating_ftoi(e, x, dst):
+def _saturating_ftoi(e, x, dst):
     """core.saturating_convert from core ops: ftoi only sees in-range, non-NaN values."""
     info = np.iinfo(dst)
     lo, hi = float(info.min), float(info.max) + 1.0     # powers of two: exact in any float

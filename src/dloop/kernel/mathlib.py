@@ -4,9 +4,9 @@ only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). lega
 expansion() for each (op, dtype) that caps.native_math does not list.
 
 Every function is straight-line code: branches are selects, so lanes never diverge. float64:
-  * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi exact),
-    a degree-13 Taylor polynomial for e^r - 1, and 2^k applied in two exact halves, so
-    overflow and subnormal results round once.
+  * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi
+    exact), a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two
+    exact halves, so overflow and subnormal results round once.
   * log family: x = 2^k m with m in [sqrt(2)/2, sqrt(2)) from the bits (subnormals scaled by
     2^54 first); log(m) = 2 atanh(s), s = (m-1)/(m+1), Taylor in s^2, combined as
     f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay in the small terms.
@@ -16,9 +16,11 @@ Every function is straight-line code: branches are selects, so lanes never diver
     parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
     bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
     cos on [-pi/4, pi/4].
-  * atan, atan2, asin, acos: |ratio| <= 1, one of nine atan(j/8) constants (double-double)
-    plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2 with sqrt(1 - x^2).
-  * sinh, cosh, tanh, asinh, acosh, atanh: the usual expm1 / log1p identities per range.
+  * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
+    double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
+    with sqrt(1 - x^2) as a double-double.
+  * tanh: below 1, (e^(2x) - 1) / (e^(2x) + 1) with the series and the quotient in
+    double-double; sinh, cosh, asinh, acosh, atanh: the usual expm1 / log1p identities.
 float32: the float64 code (or the backend's native float64 op) on the widened argument,
 rounded once to float32.
 
@@ -36,7 +38,8 @@ from .core import TRANSCENDENTAL
 F64, F32, I64 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64)
 INF, NAN = float("inf"), float("nan")
 
-# Constants (mpmath, 400 bits): *_HI has few enough bits that k * HI is exact for |k| < 2^11.
+# Constants (mpmath, 400 bits). LN2_HI and LOG10_2_HI have 42 bits, so k * HI is exact for
+# any exponent k; IVLN*_HI have 32 bits, to multiply a 21-bit head exactly.
 LN2_HI, LN2_LO = 0.6931471805598903, 5.497923018708371e-14
 LN2 = 0.6931471805599453
 LOG2E = 1.4426950408889634
@@ -73,13 +76,15 @@ ATAN_J8 = ((0.0, 0.0), (0.12435499454676144, -3.1253241424539383e-18),
 TWO_THIRDS_HI, TWO_THIRDS_LO = 0.6666666666666666, 3.700743415417188e-17
 
 
-EXP_SERIES = [1.0 / factorial(n) for n in range(2, 14)]                   # 1/2! .. 1/13!
+EXP_SERIES = [1.0 / factorial(n) for n in range(2, 17)]                   # 1/2! .. 1/16!
 SIN_S1 = -1.0 / 6.0
+TANH_EXP_SERIES = [1.0 / factorial(n) for n in range(2, 26)]             # e^r, |r| <= 2
+SINH_SERIES = [1.0 / factorial(2 * j + 1) for j in range(1, 10)]           # 1/3! .. 1/19!
 SIN_SERIES = [(-1.0) ** j / factorial(2 * j + 1) for j in range(2, 10)]    # 1/5! .. -1/19!
 COS_SERIES = [(-1.0) ** j / factorial(2 * j) for j in range(2, 11)]        # 1/4! .. 1/20!
 LOG_SERIES = [2.0 / (2 * j + 1) for j in range(1, 13)]    # 2/3, 2/5, ..., 2/25
 LOG_SERIES5 = LOG_SERIES[1:]                              # 2/5, 2/7, ...
-ATAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 8)]   # -1/3, 1/5, ..., -1/15
+ATAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 10)]  # -1/3, 1/5, ..., 1/19
 
 
 # -- small helpers over core.V values (float64 unless named) --
@@ -156,9 +161,12 @@ def _dd_add(a, b):
 
 # -- exp --
 
-def _exp_reduce(e, hi_in, lo_in=None):
-    """For finite |x| <= 746, x = hi_in + lo_in: (em, k) with e^x = (1 + em) 2^k."""
+def _exp_reduce(e, hi_in, lo_in=None, direct_below=None):
+    """For finite |x| <= 746, x = hi_in + lo_in: (em, k, k as float) with e^x = (1 + em) 2^k.
+    k = 0 where |x| < direct_below (<= 1/2, which the series covers): no cancellation."""
     kf = e.op("round", hi_in * LOG2E)
+    if direct_below is not None:
+        kf = e.select(_abs(e, hi_in) < direct_below, 0.0, kf)
     hi = hi_in - kf * LN2_HI                              # exact
     lo = kf * LN2_LO if lo_in is None else kf * LN2_LO - lo_in
     r = hi - lo
@@ -178,7 +186,7 @@ def exp(e, x):
 
 def expm1(e, x):
     xc = _clamp_exp_arg(e, x, -40.0, 710.0)
-    em, k, kf = _exp_reduce(e, xc)
+    em, k, kf = _exp_reduce(e, xc, direct_below=0.5)
     t = _pow2(e, e.select(k < 60, k, 60))
     above = t * (em + (1.0 - _pow2(e, e.select(k < 60, -k, -60))))   # k >= 1: no cancel
     below = t * em + (t - 1.0)                                        # k <= 0
@@ -413,10 +421,11 @@ def tan(e, x):
 # -- atan family --
 
 def _atan_unit(e, u):
-    """atan(u) as hi + lo for u in [0, 1] (NaN passes through)."""
-    jf = e.op("round", u * 8.0)
+    """atan(u) as hi + lo for u in [0, 1] (NaN passes through). Rounding j down keeps
+    atan(j/8) and atan(t) of one sign: no cancellation."""
+    jf = e.op("floor", u * 8.0)
     c = jf * 0.125
-    t = (u - c) / (1.0 + c * u)                           # |t| <= 1/16
+    t = (u - c) / (1.0 + c * u)                           # 0 <= t < 1/8, u - c exact
     z = t * t
     at = t + t * z * _poly(z, ATAN_SERIES)
     hi, lo = e.const(0.0, F64), e.const(0.0, F64)
@@ -426,16 +435,35 @@ def _atan_unit(e, u):
     return hi, lo + at
 
 
-def atan2(e, y, x):
+def atan2(e, y, x, y_lo=None, x_lo=None):
+    """y_lo and x_lo: low words of non-negative y and x (asin and acos pass the cosine as a
+    double-double), so that the quotient's correction includes them."""
     ax, ay = _abs(e, x), _abs(e, y)
     swap = ay > ax
     num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
+    zero = e.const(0.0, F64)
+    y_lo, x_lo = (zero if lo is None else lo for lo in (y_lo, x_lo))
+    num_lo, den_lo = e.select(swap, x_lo, y_lo), e.select(swap, y_lo, x_lo)
     both_inf = ax.eq(INF) & ay.eq(INF)
-    q = e.select(den.eq(0.0) | both_inf, 0.0, num / den)
+    degenerate = den.eq(0.0) | den.eq(INF)
+    q = e.select(degenerate, 0.0, num / e.select(degenerate, 1.0, den))
+    # The quotient's rounding error, from operands scaled so that splitting cannot overflow.
+    s = e.select(den > 2.0 ** 900, 2.0 ** -600, e.select(den < 2.0 ** -900, 2.0 ** 600,
+                                                          e.const(1.0, F64)))
+    sn, sd = num * s, e.select(degenerate, 1.0, den * s)
+    p, pe = _two_prod(q, sd)
+    rest = ((sn - p) - pe) + s * (num_lo - q * den_lo)
+    q_lo = e.select(degenerate | (sn < 2.0 ** -900), 0.0, rest / sd)
     hi, lo = _atan_unit(e, q)
-    a = e.select(swap, (PIO2_HI - hi) + (PIO2_LO - lo), hi + lo)
-    a = e.select(both_inf, PIO4, a)
-    a = e.select(_signbit(e, x), (PI_HI - a) + PI_LO, a)
+    lo = lo + q_lo / (1.0 + q * q)                        # atan(q + q_lo), to first order
+    # atan(q), pi/2 - atan(q), pi/2 + atan(q) or pi - atan(q): one rounding at the end.
+    left = _signbit(e, x)
+    flip = swap ^ left
+    hi, lo = e.select(flip, -hi, hi), e.select(flip, -lo, lo)
+    base_hi = e.select(swap, PIO2_HI, e.select(left, PI_HI, e.const(0.0, F64)))
+    base_lo = e.select(swap, PIO2_LO, e.select(left, PI_LO, e.const(0.0, F64)))
+    a = (base_hi + hi) + (base_lo + lo)
+    a = e.select(both_inf, e.select(left, 3 * PIO4, e.const(PIO4, F64)), a)
     out = e.op("copysign", a, y)
     return e.select(_isnan(x) | _isnan(y), x + y, out)
 
@@ -445,15 +473,25 @@ def atan(e, x):
 
 
 def _cosine_of_asin(e, x):
-    return e.op("sqrt", (1.0 - x) * (1.0 + x))
+    """sqrt(1 - x^2) as a double-double (NaN for |x| > 1)."""
+    ax = _abs(e, x)
+    x2h, x2l = _two_prod(ax, ax)
+    wh, wl = _two_sum(e.const(1.0, F64), -x2h)
+    wl = wl - x2l
+    ch = e.op("sqrt", wh)
+    p, pe = _two_prod(ch, ch)
+    cl = e.select(ch > 0.0, (((wh - p) - pe) + wl) / (2.0 * ch), e.const(0.0, F64))
+    return ch, cl
 
 
 def asin(e, x):
-    return _tiny(e, x, atan2(e, x, _cosine_of_asin(e, x)))
+    ch, cl = _cosine_of_asin(e, x)
+    return _tiny(e, x, atan2(e, x, ch, x_lo=cl))
 
 
 def acos(e, x):
-    return atan2(e, _cosine_of_asin(e, x), x)
+    ch, cl = _cosine_of_asin(e, x)
+    return atan2(e, ch, x, y_lo=cl)
 
 
 # -- hyperbolic --
@@ -464,10 +502,16 @@ def _half_exp(e, ax):
     return _scale(e, 1.0 + em, k), _scale(e, 1.0 + em, k - 1)
 
 
+def _sinh_series(x):
+    """sinh(x) for |x| < 1: Taylor, the last term below 2^-60 of the first."""
+    z = x * x
+    return x + x * z * _poly(z, SINH_SERIES)
+
+
 def sinh(e, x):
     ax = _abs(e, x)
     em = expm1(e, _min(e, ax, 22.0))
-    small = 0.5 * (2.0 * em - em * em / (em + 1.0))
+    small = _sinh_series(ax)
     mid = 0.5 * (em + em / (em + 1.0))
     big = _half_exp(e, e.select(_isnan(x), 0.0, ax))[1]
     out = e.select(ax < 1.0, small, e.select(ax < 22.0, mid, big))
@@ -485,12 +529,23 @@ def cosh(e, x):
     return e.select(_isnan(x), x, out)
 
 
+def _tanh_small(e, ax):
+    """tanh for ax < 1 as em / (em + 2), em = e^(2 ax) - 1, all in double-double: the
+    plain quotient loses up to 3 ulps here."""
+    r = 2.0 * ax
+    eh, el = _two_sum(r, r * r * _poly(r, TANH_EXP_SERIES))
+    dh, dl = _two_sum(e.const(2.0, F64), eh)
+    dl = dl + el
+    q = eh / dh
+    p, pe = _two_prod(q, dh)
+    return q + ((((eh - p) - pe) + el) - q * dl) / dh
+
+
 def tanh(e, x):
     ax = _abs(e, x)
     axc = _min(e, ax, 22.0)
-    small = ax < 1.0
-    em = expm1(e, e.select(small, -2.0 * axc, 2.0 * axc))
-    out = e.select(small, -em / (em + 2.0), 1.0 - 2.0 / (em + 2.0))
+    em = expm1(e, 2.0 * axc)
+    out = e.select(ax < 1.0, _tanh_small(e, _min(e, ax, 1.0)), 1.0 - 2.0 / (em + 2.0))
     out = e.select(ax < 22.0, out, 1.0)
     out = e.select(_isnan(x), x, e.op("copysign", out, x))
     return _tiny(e, x, out)
