@@ -12,6 +12,9 @@ if os.environ.get("DLOOP_TEST_TOY_BACKEND"):
     # tests/test_toy_backend.py: a backend added through the table alone runs every suite.
     TABLE["toy"] = Row("toy_backend", "ToyBackend", ())
 
+# Every SPIR-V module the tests make goes through spirv-val before pipeline creation.
+dloop.config.update("vulkan_validate", True)
+
 BACKENDS = list(TABLE)
 # Backends that compile kernels (every one but the interpreter, the oracle they are checked
 # against), available or not: the cross-backend suites parametrize over these and skip with

@@ -85,26 +85,37 @@ def _check_cache_dir(value):
     return os.fspath(value) if value else ""
 
 
-def _check_debug(value):
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE or text in _FALSE:
-            return text in _TRUE
-        raise DloopValueError(f"debug must be a bool, or one of {', '.join(_TRUE)} / "
-                              f"{', '.join(repr(f) for f in _FALSE)}, got {value!r}")
-    return bool(value)
+def _check_flag(name):
+    def check(value):
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text in _TRUE or text in _FALSE:
+                return text in _TRUE
+            raise DloopValueError(f"{name} must be a bool, or one of {', '.join(_TRUE)} / "
+                                  f"{', '.join(repr(f) for f in _FALSE)}, got {value!r}")
+        return bool(value)
+    return check
+
+
+def _check_text(name):
+    def check(value):
+        if value is not None and not isinstance(value, str):
+            raise DloopValueError(f"{name} must be a string or None, got {value!r}")
+        return value or None
+    return check
 
 
 # name: (parser from the environment's text, validator of a Python value, default, description)
 _SETTINGS = {
     "backend": (lambda s: None if s.strip().lower() in ("", "none") else s, _check_backend, None,
-                "'cpu', 'interpret', or None: chosen from the inputs' array library "
+                "a backend of dloop.backends.TABLE ('cpu', 'interpret', 'vulkan', 'cuda', ...), "
+                "or None: chosen from the inputs' array library "
                 "(CPU for NumPy)."),
     "adstack_capacity": (_parse_optional_int, _check_capacity, None,
                          "None sizes every adstack exactly from live data; an int fixes the "
-                         "per-element capacity of every stack of a per-element loop (pushes "
-                         "past it raise AdstackOverflowError). Collective loops (scalar bounds) "
-                         "keep one tape entry per iteration and are not limited by it."),
+                         "per-element capacity of every stack, and the number of steps a "
+                         "collective loop's tape holds (pushes past it raise "
+                         "AdstackOverflowError)."),
     "max_adstack_bytes": (_parse_int, _check_bytes("max_adstack_bytes"),
                           _physical_memory() // 2,
                           "Upper bound on the adstack heap, in bytes (default: half of the "
@@ -116,8 +127,16 @@ _SETTINGS = {
                         "used entries are deleted."),
     "num_threads": (_parse_optional_int, _check_threads, None,
                     "CPU worker threads; None uses every core."),
-    "debug": (lambda s: s, _check_debug, False,
+    "debug": (lambda s: s, _check_flag("debug"), False,
               "Print the graph IR, kernel IR and generated code of every compiled kernel."),
+    "vulkan_device": (lambda s: s, _check_text("vulkan_device"), None,
+                      "The Vulkan device: an index or a part of its name; None prefers a "
+                      "discrete GPU, then an integrated one, then a CPU implementation."),
+    "vulkan_mask": (lambda s: s, _check_text("vulkan_mask"), None,
+                    "Vulkan features to treat as absent, comma-separated (float64, int64, "
+                    "float_atomics, unified): to test a smaller device on a larger one."),
+    "vulkan_validate": (lambda s: s, _check_flag("vulkan_validate"), False,
+                        "Check every SPIR-V module with spirv-val before it is used."),
 }
 
 

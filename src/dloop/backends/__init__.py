@@ -12,4 +12,5 @@ TABLE = {
     "cpu": Row("dloop.backends.cpu.launch", "CpuBackend", ("llvmlite",)),
     "cpu-scalar": Row("dloop.backends.cpu.launch", "CpuScalarBackend", ("llvmlite",)),
     "cuda": Row("dloop.backends.cuda.launch", "CudaBackend", ("cupy",)),
+    "vulkan": Row("dloop.backends.vulkan.launch", "VulkanBackend", ("vulkan",)),
 }

@@ -3,7 +3,8 @@
 A backend folder holds `render.py` (kernel IR -> the backend's source) and `launch.py` (the
 Backend subclass: build, load, memory, launch). Everything else a backend needs is here:
 
-* compile (owned here, with the caches): source = render(kernel); binary = build(source);
+* compile (owned here, with the caches): the kernel is legalized for `caps` (kernel/legalize.py:
+  composites and missing transcendentals become core ops), then source = render(kernel); binary = build(source);
   artifact = load(binary, source, kernel). `binary` (bytes, or None where there is nothing
   worth keeping) goes to the on-disk cache, keyed by the kernel's text, the backend and
   cache_identity() (host CPU, compiler version, device).
@@ -25,6 +26,7 @@ import numpy as np
 from .. import _version
 from ..config import config
 from ..errors import DloopValueError
+from ..kernel.legalize import legalize
 from ..runtime import cache
 from ..runtime.heap import Heap
 from . import TABLE
@@ -110,6 +112,9 @@ class Backend:
         return ()
 
     def compile(self, kernel):
+        """The launchable artifact of `kernel`, legalized for this backend's caps first (so
+        the caches are keyed by the code the renderer sees)."""
+        kernel = legalize(kernel, self.caps)
         text = str(kernel)
         artifact = self._artifacts.get(text)
         if artifact is not None:

@@ -64,7 +64,7 @@ def run_cloop_tape(execution, bodies, op, value):
         for c in cs:
             c = execution.host(c)
             dtype = np.dtype(c.dtype)
-            region = lease.alloc(c.size * dtype.itemsize, dtype, info.src)
+            region = lease.alloc(c.size * execution._slot_bytes(dtype), dtype, info.src)
             be.heap_store(heap.view(region), c)
             saved.append((region, tuple(c.shape)))
         tape.regions.append(saved)

@@ -187,10 +187,14 @@ class Execution:
             for loop_id, info in nest.infos.items():
                 layout = loop_layout(info, caps[loop_id], order)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
-                regions = {name: lease.alloc(slots * dtype.itemsize, dtype, info.src)
+                regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
                 layouts[loop_id] = DeviceLayout(layout, regions, self.backend)
         return layouts
+
+    def _slot_bytes(self, dtype):
+        """Device backends may hold a bool in more than a byte (Vulkan: 32-bit integers)."""
+        return self.backend.caps.bool_bytes if dtype == bool else dtype.itemsize
 
     def _host_int(self, val):
         return self.backend.to_numpy(val.trips if isinstance(val, TapeHandle) else val)

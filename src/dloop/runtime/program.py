@@ -1,8 +1,8 @@
 """The compile stage: a scheduled program becomes an Executable for one backend, once.
 
-Every kernel step is lowered to kernel IR, legalized for the backend's caps, verified and
-compiled; its capacity expressions are derived; a counting kernel is built where a loop has
-none. Collective loops' body programs are scheduled and compiled the same way, recursively.
+Every kernel step is lowered to kernel IR, verified, and compiled by the backend (which
+legalizes it for its caps first); its capacity expressions are derived; a counting kernel is
+built where a loop has none. Collective loops' body programs are scheduled and compiled the same way, recursively.
 After this the runtime only sizes, binds, launches and checks. With config.debug, each stage
 prints what it made and how long it took."""
 
@@ -15,7 +15,6 @@ from ..adstack import capacity
 from ..config import config
 from ..ir import prims
 from ..kernel import kir
-from ..kernel.legalize import legalize
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep, schedule
 from ..kernel.verify import check_kernel
@@ -93,7 +92,6 @@ def _timed(timings, stage, fn, *args, **kwargs):
 
 
 def _kernel(backend, timings, kernel):
-    kernel = _timed(timings, "legalize", legalize, kernel, backend.caps)
     check_kernel(kernel)
     for hook in KERNEL_HOOKS:
         hook(kernel)

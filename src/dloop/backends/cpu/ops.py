@@ -1,8 +1,8 @@
 """STAGE 5 — cpu: LLVM instructions for each core op of kernel/core.py, for both renderers:
 operands are scalars (render.py) or <W x T> vectors (simd.py), and the renderer says which
 through r.type_of(dtype) and r.math(name, *args). Composite ops (NumPy's floor division,
-NaN-propagating max, saturating conversion, ...) never get here: kernels are legalized in the
-compile stage."""
+NaN-propagating max, saturating conversion, ...) never get here: Backend.compile legalizes
+every kernel first."""
 
 import numpy as np
 from llvmlite import ir

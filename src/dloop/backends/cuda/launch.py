@@ -10,7 +10,7 @@ import numpy as np
 
 from ..base import Backend
 from .compile import compile_cuda, header_text, nvrtc_version
-from .render import CUDA_CAPS, KERNEL_NAME, render
+from .render import CUDA_CAPS, KERNEL_NAME, Renderer
 
 BLOCK = 256
 
@@ -47,7 +47,7 @@ class CudaBackend(Backend):
         return "sm_" + cupy.cuda.Device().compute_capability
 
     def render(self, kernel):
-        return render(kernel, self.caps)
+        return Renderer(kernel).render()
 
     def build(self, source, kernel):
         return compile_cuda(source, self._arch(), cubin=True)

@@ -1,0 +1,475 @@
+"""STAGE 5 — vulkan: the device. Instance and physical-device choice, what the device can do
+(Features), buffers with a free list per size class, compute pipelines (with a VkPipelineCache
+kept on disk), and submission: every command buffer opens with a full memory barrier and
+closes with one towards the host, so submissions run in order and the host reads finished
+data once their fences signal. Objects a submission uses stay referenced until its fence has
+signalled, so nothing is freed or reused under queued work."""
+
+import atexit
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    import vulkan as vk
+except OSError as e:        # the binding opens libvulkan as it is imported
+    raise ImportError(f"the Vulkan loader library is missing ({e}); install libvulkan1",
+                      name="libvulkan") from e
+
+from ...config import config
+
+MASKABLE = ("float64", "int64", "float_atomics", "unified")
+
+_KIND_RANK = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
+              vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+              vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3}
+WORKGROUP = 64
+
+
+class VulkanUnavailable(Exception):
+    """No usable device: the reason is the backend's reason for being unavailable."""
+
+
+def settings():
+    """(device choice or None, masked feature names, validate) from dloop.config."""
+    mask = {m.strip() for m in (config.vulkan_mask or "").split(",") if m.strip()}
+    unknown = mask - set(MASKABLE)
+    if unknown:
+        raise VulkanUnavailable(f"vulkan_mask names unknown features {sorted(unknown)}; "
+                                f"known: {', '.join(MASKABLE)}")
+    return config.vulkan_device, frozenset(mask), config.vulkan_validate
+
+
+@dataclass(frozen=True)
+class Features:
+    name: str
+    float64: bool
+    int64: bool
+    int64_atomics: bool
+    float32_atomic_add: bool
+    float64_atomic_add: bool
+    nan_preserve32: bool
+    nan_preserve64: bool
+    denorm_preserve32: bool
+    denorm_preserve64: bool
+    max_range: int            # maxStorageBufferRange
+    align: int                # minStorageBufferOffsetAlignment
+    max_groups: int           # maxComputeWorkGroupCount[0] (and [1])
+    uuid: bytes
+
+
+def _instance():
+    app = vk.VkApplicationInfo(sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                               pApplicationName="dloop", applicationVersion=1,
+                               pEngineName="dloop", engineVersion=1,
+                               apiVersion=vk.VK_MAKE_VERSION(1, 2, 0))
+    info = vk.VkInstanceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                   pApplicationInfo=app)
+    try:
+        return vk.vkCreateInstance(info, None)
+    except (vk.VkError, OSError) as e:
+        raise VulkanUnavailable(f"no Vulkan driver: vkCreateInstance failed ({e!r})") from None
+
+
+def _query(pd, mask):
+    props = vk.vkGetPhysicalDeviceProperties(pd)
+    base = vk.vkGetPhysicalDeviceFeatures(pd)
+    atomic = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+    v12 = vk.VkPhysicalDeviceVulkan12Features(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=atomic)
+    vk.vkGetPhysicalDeviceFeatures2(pd, vk.VkPhysicalDeviceFeatures2(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=v12))
+    fc = vk.VkPhysicalDeviceFloatControlsProperties(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
+    idp = vk.VkPhysicalDeviceIDProperties(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, pNext=fc)
+    vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=idp))
+    exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+    has_float_ext = "VK_EXT_shader_atomic_float" in exts and "float_atomics" not in mask
+    int64 = bool(base.shaderInt64) and "int64" not in mask
+    return Features(
+        name=props.deviceName,
+        float64=bool(base.shaderFloat64) and "float64" not in mask,
+        int64=int64,
+        int64_atomics=int64 and bool(v12.shaderBufferInt64Atomics),
+        float32_atomic_add=has_float_ext and bool(atomic.shaderBufferFloat32AtomicAdd),
+        float64_atomic_add=has_float_ext and bool(atomic.shaderBufferFloat64AtomicAdd),
+        nan_preserve32=bool(fc.shaderSignedZeroInfNanPreserveFloat32),
+        nan_preserve64=bool(fc.shaderSignedZeroInfNanPreserveFloat64),
+        denorm_preserve32=bool(fc.shaderDenormPreserveFloat32),
+        denorm_preserve64=bool(fc.shaderDenormPreserveFloat64),
+        max_range=int(props.limits.maxStorageBufferRange),
+        align=int(props.limits.minStorageBufferOffsetAlignment),
+        max_groups=int(min(props.limits.maxComputeWorkGroupCount[0],
+                           props.limits.maxComputeWorkGroupCount[1])),
+        uuid=bytes(idp.deviceUUID)), props.deviceType, exts
+
+
+def choose(devices, choice):
+    """The index of the physical device to use: `choice` (an index, or a substring of the
+    name), else the first discrete GPU, then integrated, virtual, CPU. devices: [(name, type)]."""
+    if choice is not None:
+        if choice.isdigit():
+            if int(choice) < len(devices):
+                return int(choice)
+        else:
+            for k, (name, _) in enumerate(devices):
+                if choice.lower() in name.lower():
+                    return k
+        raise VulkanUnavailable(f"{ENV_DEVICE}={choice!r} matches none of the Vulkan devices "
+                                f"{[name for name, _ in devices]}")
+    return min(range(len(devices)), key=lambda k: (_KIND_RANK.get(devices[k][1], 4), k))
+
+
+class Buffer:
+    """A VkBuffer with its memory; `view` is a NumPy uint8 array over its mapping (or None
+    where the memory is not host-visible)."""
+    __slots__ = ("handle", "memory", "size", "view", "host", "__weakref__")
+
+    def __init__(self, handle, memory, size, view, host):
+        self.handle, self.memory, self.size, self.view, self.host = \
+            handle, memory, size, view, host
+
+
+def _size_class(nbytes):
+    nbytes = max(int(nbytes), 256)
+    if nbytes <= 64 << 20:
+        return 1 << (nbytes - 1).bit_length()
+    return -(-nbytes // (1 << 20)) << 20
+
+
+class Device:
+    def __init__(self):
+        choice, mask, self.validate = settings()
+        self.instance = _instance()
+        pds = vk.vkEnumeratePhysicalDevices(self.instance)
+        if not pds:
+            raise VulkanUnavailable("the Vulkan loader found no device")
+        props = [vk.vkGetPhysicalDeviceProperties(pd) for pd in pds]
+        self.pd = pds[choose([(p.deviceName, p.deviceType) for p in props], choice)]
+        self.features, kind, exts = _query(self.pd, mask)
+        self.lock = threading.RLock()
+        self._create_device(exts)
+        self._memory_types(mask, kind)
+        self.pending = []                    # (fence, command buffer, objects kept alive)
+        self.free = {}                       # size class -> [(handle, memory, view)]
+        self.pipelines = {}
+        self._pipeline_cache()
+        self.descriptor_pool = self._new_descriptor_pool()
+        atexit.register(self.close)
+
+    # -- setup --
+    def _create_device(self, exts):
+        f = self.features
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.pd)
+        self.family = next(k for k, q in enumerate(families)
+                           if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
+        queue = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                           queueFamilyIndex=self.family, queueCount=1,
+                                           pQueuePriorities=[1.0])
+        chain = None
+        names = []
+        if f.float32_atomic_add or f.float64_atomic_add:
+            chain = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                shaderBufferFloat32AtomicAdd=f.float32_atomic_add,
+                shaderBufferFloat64AtomicAdd=f.float64_atomic_add)
+            names.append("VK_EXT_shader_atomic_float")
+        v12 = vk.VkPhysicalDeviceVulkan12Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=chain,
+            shaderBufferInt64Atomics=f.int64_atomics)
+        base = vk.VkPhysicalDeviceFeatures(shaderFloat64=f.float64, shaderInt64=f.int64)
+        info = vk.VkDeviceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=v12,
+                                     queueCreateInfoCount=1, pQueueCreateInfos=[queue],
+                                     enabledExtensionCount=len(names),
+                                     ppEnabledExtensionNames=names or None,
+                                     pEnabledFeatures=base)
+        self.device = vk.vkCreateDevice(self.pd, info, None)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+        self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
+
+    def _memory_types(self, mask, kind):
+        """Device arrays live in device-local memory. CPUs and integrated GPUs share it with
+        the host, and the host maps it directly; discrete GPUs stage through host memory
+        (their host-visible device memory, the PCIe BAR, is small and slow to read)."""
+        props = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
+        types = [props.memoryTypes[i].propertyFlags for i in range(props.memoryTypeCount)]
+        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        cached = host | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+        self.host_type = next((i for i, t in enumerate(types) if t & cached == cached),
+                              next(i for i, t in enumerate(types) if t & host == host))
+        unified = [i for i, t in enumerate(types) if t & (local | host) == local | host]
+        shared = kind in (vk.VK_PHYSICAL_DEVICE_TYPE_CPU,
+                          vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU)
+        if unified and shared and "unified" not in mask:
+            self.device_type, self.unified = unified[0], True
+        else:
+            self.device_type = next((i for i, t in enumerate(types) if t & local),
+                                    self.host_type)
+            self.unified = False
+
+    def _new_descriptor_pool(self):
+        sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                         descriptorCount=1 << 14)]
+        return vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=1024,
+            poolSizeCount=1, pPoolSizes=sizes), None)
+
+    def _cache_path(self):
+        if not config.cache_dir:
+            return None
+        return os.path.join(config.cache_dir, f"vulkan-{self.features.uuid.hex()}.pipelines")
+
+    def _pipeline_cache(self):
+        data = b""
+        path = self._cache_path()
+        if path and os.path.exists(path):
+            with open(path, "rb") as fh:
+                data = fh.read()
+        info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                            initialDataSize=len(data),
+                                            pInitialData=vk.ffi.from_buffer(data) if data
+                                            else vk.ffi.NULL)
+        self.pipeline_cache = vk.vkCreatePipelineCache(self.device, info, None)
+
+    def save_pipeline_cache(self):
+        path = self._cache_path()
+        if not path or not self.pipelines:
+            return
+        size = vk.ffi.new("size_t *")
+        vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, vk.ffi.NULL)
+        data = vk.ffi.new("char[]", size[0])
+        vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, data)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(vk.ffi.buffer(data, size[0]))
+        os.replace(tmp, path)
+
+    # -- memory --
+    def alloc(self, nbytes, host=False):
+        """A buffer of at least nbytes; MemoryError when the device has no room."""
+        size = _size_class(nbytes)
+        with self.lock:
+            bucket = self.free.get((size, host))
+            if bucket:
+                return self._wrap(size, host, *bucket.pop())
+            usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                     vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+            handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size, usage=usage,
+                sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+            need = vk.vkGetBufferMemoryRequirements(self.device, handle)
+            kind = self.host_type if host else self.device_type
+            if not need.memoryTypeBits & (1 << kind):
+                kind = next(i for i in range(32) if need.memoryTypeBits & (1 << i))
+            try:
+                memory = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(
+                    sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                    allocationSize=need.size, memoryTypeIndex=kind), None)
+            except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):
+                vk.vkDestroyBuffer(self.device, handle, None)
+                raise MemoryError(f"Vulkan device {self.features.name} has no room for "
+                                  f"{size:,} bytes") from None
+            vk.vkBindBufferMemory(self.device, handle, memory, 0)
+            view = None
+            if host or self.unified:
+                view = np.frombuffer(vk.vkMapMemory(self.device, memory, 0, size, 0), np.uint8)
+            return self._wrap(size, host, handle, memory, view)
+
+    def _wrap(self, size, host, handle, memory, view):
+        buf = Buffer(handle, memory, size, view, host)
+        # At exit the device goes first (close): nothing is recycled then.
+        weakref.finalize(buf, self._recycle, size, host, handle, memory, view).atexit = False
+        return buf
+
+    def _recycle(self, size, host, handle, memory, view):
+        if self.device is None:
+            return
+        with self.lock:
+            bucket = self.free.setdefault((size, host), [])
+            if len(bucket) < 8:
+                bucket.append((handle, memory, view))
+                return
+            vk.vkDestroyBuffer(self.device, handle, None)
+            vk.vkFreeMemory(self.device, memory, None)
+
+    def write(self, buf, offset, data):
+        """Host bytes into buf (which no queued work uses)."""
+        data = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+        if not data.size:
+            return
+        if buf.view is not None:
+            buf.view[offset:offset + data.size] = data
+            return
+        stage = self.alloc(data.size, host=True)
+        stage.view[:data.size] = data
+        self.copy(buf, stage, data.size, dst_offset=offset)
+
+    def read(self, buf, offset, nbytes):
+        """A copy of buf's bytes, after every submission finished."""
+        if buf.view is None:
+            stage = self.alloc(nbytes, host=True)
+            self.copy(stage, buf, nbytes, src_offset=offset)
+            buf, offset = stage, 0
+        self.wait_all()
+        return buf.view[offset:offset + nbytes].copy()
+
+    def fill_zero(self, buf, offset, nbytes):
+        if buf.view is not None:
+            buf.view[offset:offset + nbytes] = 0
+            return
+        self.submit(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, offset,
+                                                   -(-nbytes // 4) * 4, 0), [buf])
+
+    def copy(self, dst, src, nbytes, dst_offset=0, src_offset=0):
+        region = vk.VkBufferCopy(srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)
+        self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [region]),
+                    [dst, src])
+
+    # -- pipelines --
+    def pipeline(self, key, code, n_bindings):
+        with self.lock:
+            if key not in self.pipelines:
+                self.pipelines[key] = self._make_pipeline(code, n_bindings)
+            return self.pipelines[key]
+
+    def _make_pipeline(self, code, n_bindings):
+        d = self.device
+        bindings = [vk.VkDescriptorSetLayoutBinding(
+            binding=k, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for k in range(n_bindings)]
+        set_layout = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+            bindingCount=n_bindings, pBindings=bindings or None), None)
+        push = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
+                                      size=4)
+        layout = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, setLayoutCount=1,
+            pSetLayouts=[set_layout], pushConstantRangeCount=1, pPushConstantRanges=[push]),
+            None)
+        module = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, codeSize=len(code),
+            pCode=code), None)
+        # The stage info's name string lives only as long as this Python object.
+        stage = vk.VkPipelineShaderStageCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main")
+        info = vk.VkComputePipelineCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=layout)
+        pipeline = vk.vkCreateComputePipelines(d, self.pipeline_cache, 1, [info], None)[0]
+        vk.vkDestroyShaderModule(d, module, None)
+        return pipeline, layout, set_layout
+
+    # -- submission --
+    def dispatch(self, pipeline, bindings, n_threads, keep):
+        """Run a pipeline over n_threads; bindings: [(buffer, offset, nbytes)]."""
+        handle, layout, set_layout = pipeline
+        with self.lock:
+            dset = self._descriptor_set(set_layout)
+            writes = [vk.VkWriteDescriptorSet(
+                sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, dstSet=dset, dstBinding=k,
+                descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b.handle, offset=o, range=n)])
+                for k, (b, o, n) in enumerate(bindings)]
+            if writes:
+                vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+            groups = -(-n_threads // WORKGROUP)
+            gx = min(groups, self.features.max_groups)
+            gy = -(-groups // gx)
+            count = vk.ffi.new("int32_t[1]", [n_threads])
+
+            def record(cmd):
+                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, handle)
+                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0,
+                                           1, [dset], 0, None)
+                vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, count)
+                vk.vkCmdDispatch(cmd, gx, gy, 1)
+
+            self.submit(record, keep, dset)
+
+    def _descriptor_set(self, set_layout):
+        info = vk.VkDescriptorSetAllocateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+            descriptorPool=self.descriptor_pool, descriptorSetCount=1, pSetLayouts=[set_layout])
+        try:
+            return vk.vkAllocateDescriptorSets(self.device, info)[0]
+        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool):
+            self.wait_all()          # every set is free again: the pool starts over
+            vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)
+            return vk.vkAllocateDescriptorSets(self.device, info)[0]
+
+    def submit(self, record, keep, dset=None):
+        barrier = vk.VkMemoryBarrier(
+            sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+            dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+        to_host = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                     srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                     dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+        all_stages = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        with self.lock:
+            cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
+                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            vk.vkCmdPipelineBarrier(cmd, all_stages, all_stages, 0, 1, [barrier], 0, None, 0,
+                                    None)
+            record(cmd)
+            vk.vkCmdPipelineBarrier(cmd, all_stages, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                                    [to_host], 0, None, 0, None)
+            vk.vkEndCommandBuffer(cmd)
+            fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(
+                sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
+                pCommandBuffers=[cmd])], fence)
+            self.pending.append((fence, cmd, keep, dset))
+            self._retire(limit=64)
+
+    def _retire(self, limit=0):
+        """Release the submissions that finished; wait for the oldest while more than
+        `limit` are queued."""
+        while self.pending:
+            fence, cmd, _, dset = self.pending[0]
+            if len(self.pending) > limit:
+                vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 1 << 62)
+            else:
+                try:
+                    vk.vkGetFenceStatus(self.device, fence)
+                except vk.VkNotReady:
+                    return
+            self.pending.pop(0)
+            vk.vkDestroyFence(self.device, fence, None)
+            vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
+
+    def wait_all(self):
+        with self.lock:
+            self._retire(limit=0)
+
+    def close(self):
+        if self.device is None:
+            return
+        try:
+            self.wait_all()
+            self.save_pipeline_cache()
+        except Exception:       # the process is ending: the cache is only an optimisation
+            pass
+        vk.vkDeviceWaitIdle(self.device)
+        for bucket in self.free.values():
+            for handle, memory, _ in bucket:
+                vk.vkDestroyBuffer(self.device, handle, None)
+                vk.vkFreeMemory(self.device, memory, None)
+        self.free.clear()
+        self.device = None

@@ -1,0 +1,229 @@
+"""STAGE 5 — vulkan: the backend. Kernels are legalized, rendered to SPIR-V (kept in the disk
+cache) and made compute pipelines once per kernel; a launch binds its buffers and submits one
+dispatch, which may still run when launch returns: synchronize() waits for every fence.
+
+Memory: device arrays are arrays.DeviceArray; the adstack heap is one device buffer, regions
+are views of it at offsets aligned to minStorageBufferOffsetAlignment. A buffer is recycled
+only when nothing references it, and queued submissions reference every buffer they bind, so
+release() has nothing to do: a replaced heap buffer lives until its last submission ends."""
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+
+import numpy as np
+
+from ...errors import DloopMemoryError, DloopTypeError, DloopValueError
+from ...kernel import kir
+from ...trace.source import user_location
+from ..base import Backend, Caps
+from . import device as vkdevice
+from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage
+from .ops import native_math
+from .render import render
+
+_INT32_LIMIT = 2 ** 31
+_default = {}
+_default_lock = threading.Lock()
+
+
+def default_device():
+    with _default_lock:
+        if "device" not in _default:
+            try:
+                _default["device"] = vkdevice.Device()
+            except vkdevice.VulkanUnavailable as e:
+                _default["device"] = e
+        found = _default["device"]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+class Artifact:
+    __slots__ = ("pipeline", "n_buffers", "counters")
+
+    def __init__(self, pipeline, n_buffers, counters):
+        self.pipeline, self.n_buffers, self.counters = pipeline, n_buffers, counters
+
+
+class VulkanBackend(Backend):
+    name = "vulkan"
+
+    @classmethod
+    def probe(cls):
+        try:
+            default_device()
+        except vkdevice.VulkanUnavailable as e:
+            return False, f"backend 'vulkan': {e}"
+        return True, ""
+
+    def __init__(self, device=None):
+        """device: a device.Device (tests make ones with masked features); the default is
+        chosen by the DLOOP_VULKAN_DEVICE / DLOOP_VULKAN_MASK settings."""
+        super().__init__()
+        self.device = device or default_device()
+        f = self.features = self.device.features
+        self.caps = Caps(float64=f.float64, index64=f.int64,
+                         float_atomic_add=f.float32_atomic_add, int64_atomics=f.int64_atomics,
+                         bool_bytes=4, max_buffer_bytes=f.max_range,
+                         align=max(64, f.align),
+                         native_math=native_math(f), order_elements=True)
+        self._empty = None
+
+    # -- compile --
+    def render(self, kernel):
+        self._check_float64(kernel)
+        words = render(kernel, self.features)
+        code = np.asarray(words, dtype="<u4").tobytes()
+        if self.device.validate:
+            validate(code)
+        return code
+
+    def build(self, source, kernel):
+        return source
+
+    def load(self, binary, source, kernel):
+        key = hashlib.sha256(binary).digest()
+        pipeline = self.device.pipeline(key, binary, len(kernel.buffers))
+        return Artifact(pipeline, len(kernel.buffers), len(kernel.counters))
+
+    def cache_identity(self):
+        return (repr(self.features),)      # the device and every feature render reads
+
+    def _check_float64(self, kernel):
+        if self.features.float64:
+            return
+        where = _first_float64(kernel.body)
+        uses = where is not None or any(np.dtype(b.dtype) == np.float64 for b in kernel.buffers)
+        if uses:
+            raise DloopTypeError(
+                f"float64 arrays need shaderFloat64, which Vulkan device "
+                f"{self.features.name} lacks; use float32 (x.astype(np.float32)), or another "
+                "device or backend", where or user_location())
+
+    # -- memory --
+    def _array(self, shape, dtype, zero):
+        dtype = np.dtype(dtype)
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        itemsize = storage_dtype(dtype, self.features.int64).itemsize
+        n = int(np.prod(shape, dtype=np.int64)) * itemsize
+        buf = self.device.alloc(max(n, 4))
+        if zero or n == 0:       # empty arrays read as zeros, like the interpreter's
+            self.device.fill_zero(buf, 0, max(n, 4))
+        return DeviceArray(self, buf, 0, shape, dtype)
+
+    def empty(self, shape, dtype):
+        return self._array(shape, dtype, False)
+
+    def zeros(self, shape, dtype):
+        return self._array(shape, dtype, True)
+
+    def upload(self, x, dtype):
+        dtype = np.dtype(dtype)
+        if isinstance(x, DeviceArray):
+            if x.dtype == dtype:
+                return x.reshape(-1)
+            x = self.to_numpy(x)
+        data = to_storage(np.asarray(x), dtype, self.features.int64, self.features.name)
+        out = self._array((data.size,), dtype, False)
+        self.device.write(out.buffer, 0, data)
+        return out
+
+    def to_host(self, x):
+        return self.to_numpy(x)
+
+    def to_numpy(self, x):
+        if not isinstance(x, DeviceArray):
+            return np.asarray(x)
+        raw = self.device.read(x.buffer, x.offset, x.nbytes)
+        return from_storage(raw.view(x.storage), x.dtype, x.shape)
+
+    def heap_alloc(self, nbytes):
+        return self.device.alloc(nbytes)
+
+    def heap_copy(self, dst, src, nbytes):
+        self.device.copy(dst, src, nbytes)
+
+    def heap_region(self, raw, offset, nbytes, dtype):
+        if raw is None:
+            if self._empty is None:
+                self._empty = self.zeros((0,), np.int32).buffer
+            return DeviceArray(self, self._empty, 0, (0,), dtype)
+        return DeviceArray(self, raw, offset, (nbytes // slot_bytes(dtype),), dtype)
+
+    def heap_store(self, region, x):
+        self.device.wait_all()          # the region may be read by queued work
+        data = to_storage(np.asarray(x), region.dtype, self.features.int64, self.features.name)
+        self.device.write(region.buffer, region.offset, data)
+
+    def heap_load(self, region):
+        return self.to_numpy(region)
+
+    # -- execution --
+    def launch(self, artifact, n_threads, buffers):
+        if not n_threads:
+            return
+        if n_threads >= _INT32_LIMIT:
+            raise DloopValueError(f"a launch of {n_threads:,} elements; the Vulkan backend "
+                                  f"runs at most {_INT32_LIMIT - 1:,} per kernel: split the "
+                                  "call", user_location())
+        if not self.features.int64:
+            self._check_offsets(buffers, n_threads * max(artifact.counters, 1))
+        bindings = [self._binding(b) for b in buffers]
+        self.device.dispatch(artifact.pipeline, bindings, n_threads,
+                             [b.buffer for b in buffers])
+
+    def _binding(self, array):
+        nbytes = array.nbytes
+        if nbytes > self.features.max_range:
+            raise DloopMemoryError(
+                f"one buffer of this launch needs {nbytes:,} bytes, more than the "
+                f"{self.features.max_range:,} (maxStorageBufferRange) one binding of Vulkan "
+                f"device {self.features.name} can address; use fewer elements per call",
+                user_location())
+        return array.buffer, array.offset, max(nbytes, 4)
+
+    def _check_offsets(self, buffers, counted):
+        largest = max([b.size for b in buffers] + [counted])
+        if largest >= _INT32_LIMIT:
+            raise DloopValueError(
+                f"this launch addresses {largest:,} elements of one buffer, but Vulkan device "
+                f"{self.features.name} lacks shaderInt64, so offsets are 32-bit and reach "
+                f"{_INT32_LIMIT - 1:,}; use fewer elements or shorter loops per call, or a "
+                "device with shaderInt64", user_location())
+
+    def synchronize(self):
+        self.device.wait_all()
+
+
+def _first_float64(stmts):
+    """The source line of the first statement that makes or reads a float64, or None."""
+    f64 = np.dtype(np.float64)
+    for s in stmts:
+        values = [getattr(s, a, None) for a in ("out", "value")] + list(getattr(s, "args", ()))
+        # (a dtype compares equal to None: NumPy reads None as float64)
+        if any(v is not None and v.dtype == f64 for v in values):
+            return s.src or user_location()
+        for attr in ("body", "cond_body"):
+            inner = _first_float64(getattr(s, attr, None) or [])
+            if inner is not None:
+                return inner
+        if isinstance(s, (kir.For, kir.While)) and any(c.dtype == f64 for c in s.carries):
+            return s.src or user_location()
+    return None
+
+
+def validate(code):
+    """spirv-val on a module (tests turn this on): an invalid module is a dloop bug."""
+    with tempfile.NamedTemporaryFile(suffix=".spv", delete=False) as fh:
+        fh.write(code)
+    try:
+        run = subprocess.run(["spirv-val", "--target-env", "vulkan1.2", fh.name],
+                             capture_output=True, text=True)
+    finally:
+        os.unlink(fh.name)
+    if run.returncode:
+        raise RuntimeError(f"dloop made an invalid SPIR-V module:\n{run.stdout}{run.stderr}")

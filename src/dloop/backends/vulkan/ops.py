@@ -1,0 +1,323 @@
+"""STAGE 5 — vulkan: SPIR-V instructions for each core op of kernel/core.py, float32
+transcendentals from GLSL.std.450 (with NumPy's results where GLSL leaves them undefined),
+and the atomics."""
+
+import numpy as np
+
+from ...errors import DloopNotImplementedError
+from ...trace.source import user_location
+from .spirv import GLSL, Capability
+
+# Operands of one dtype class -> opcode: (float, int, bool).
+_BINARY = {
+    "add": ("FAdd", "IAdd", None), "sub": ("FSub", "ISub", None),
+    "mul": ("FMul", "IMul", None), "div": ("FDiv", None, None),
+    "lt": ("FOrdLessThan", "SLessThan", None), "le": ("FOrdLessThanEqual", "SLessThanEqual", None),
+    "gt": ("FOrdGreaterThan", "SGreaterThan", None),
+    "ge": ("FOrdGreaterThanEqual", "SGreaterThanEqual", None),
+    "eq": ("FOrdEqual", "IEqual", "LogicalEqual"),
+    "ne": ("FUnordNotEqual", "INotEqual", "LogicalNotEqual"),
+    "and": (None, "BitwiseAnd", "LogicalAnd"), "or": (None, "BitwiseOr", "LogicalOr"),
+    "xor": (None, "BitwiseXor", "LogicalNotEqual"),
+    "frem": ("FRem", None, None), "idiv": (None, "SDiv", None), "irem": (None, "SRem", None),
+    "ishl": (None, "ShiftLeftLogical", None), "ishr": (None, "ShiftRightArithmetic", None),
+}
+_GLSL_UNARY = {"abs": "FAbs", "floor": "Floor", "ceil": "Ceil", "trunc": "Trunc",
+               "round": "RoundEven", "sqrt": "Sqrt"}
+# GLSL.std.450 functions that define the transcendental on its whole domain for float32.
+_GLSL_MATH = {"sin": "Sin", "cos": "Cos", "tan": "Tan", "atan": "Atan", "sinh": "Sinh",
+              "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "exp": "Exp"}
+NATIVE32 = frozenset(("sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp",
+                      "asin", "acos", "acosh", "atanh", "log", "log2", "log10", "log1p",
+                      "expm1", "pow", "atan2"))
+
+
+def native_math(features):
+    """The (op, dtype) pairs rendered with GLSL.std.450. Vulkan lets drivers make these
+    loose (sin: 2^-11 absolute error; lavapipe's asin is off by 2e-4), so where the device
+    has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
+    float64, rounded once), matching the CPU backend; GLSL serves only devices without it."""
+    if features.float64:
+        return frozenset()
+    return frozenset((op, "float32") for op in NATIVE32)
+_BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
+               "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
+
+
+def _kind(dtype):
+    if dtype == bool:
+        return 2
+    return 0 if np.issubdtype(dtype, np.floating) else 1
+
+
+def emit(r, op, args, dtype, out):
+    fn, bool_t = r.fn, r.m.t_bool()
+    out_t = r.vt(out)
+    if op == "frem":
+        return _frem(r, dtype, *args)
+    if op in _BINARY:
+        if dtype == bool and op in _BOOL_ORDER:       # False < True
+            neg_a, neg_b, join = _BOOL_ORDER[op]
+            a, b = args
+            a = fn.op("LogicalNot", bool_t, a) if neg_a else a
+            b = fn.op("LogicalNot", bool_t, b) if neg_b else b
+            return fn.op(join, bool_t, a, b)
+        opname = _BINARY[op][_kind(dtype)]
+        if opname is None:
+            raise NotImplementedError(f"core op {op} on {dtype}")
+        return fn.op(opname, out_t, *args)
+    if op == "neg":
+        return fn.op("FNegate" if _kind(dtype) == 0 else "SNegate", out_t, args[0])
+    if op == "not":
+        return fn.op("LogicalNot" if dtype == bool else "Not", out_t, args[0])
+    if op == "select":
+        return fn.op("Select", out_t, *args)
+    if op in _GLSL_UNARY:
+        return glsl(r, _GLSL_UNARY[op], out_t, *args)
+    if op == "copysign":
+        return _copysign(r, dtype, *args)
+    if op == "ftoi":
+        return fn.op("ConvertFToS", out_t, args[0])
+    if op == "bitcast":
+        if r.width(dtype) != r.width(out):
+            raise DloopNotImplementedError(
+                f"float64 math functions work on the bits of float64 values as int64, and "
+                f"Vulkan device {r.f.name} lacks shaderInt64; use float32, or a device with "
+                "shaderInt64", r.fn.src or user_location())
+        return fn.op("Bitcast", out_t, args[0])
+    if op == "convert":
+        return _convert(r, args[0], dtype, out)
+    if dtype == np.float32 and op in NATIVE32:
+        return _math32(r, op, args)
+    raise NotImplementedError(f"kernel op {op} on {dtype} in a Vulkan kernel")
+
+
+def _frem(r, dtype, x, y):
+    """C's fmod, exact. OpFRem is x - y trunc(x / y) on drivers (lavapipe: fmod(1, 1e-30) = 0),
+    so: r = |x|; while r >= |y|: r -= |y| 2^e, with the largest e that keeps the result
+    >= 0; each subtraction is exact (Sterbenz), and the loop runs at most once per binade
+    between |x| and |y|. Then r takes x's sign; fmod(x, +-inf) = x, and inf or NaN in x, NaN
+    or 0 in y give NaN."""
+    fn, m = r.fn, r.m
+    t, b, i32 = r.vt(dtype), m.t_bool(), r.i32
+    parts = m.t_struct(t, i32)
+    c = lambda v: r.const(v, dtype)     # noqa: E731
+    ax, ay = glsl(r, "FAbs", t, x), glsl(r, "FAbs", t, y)
+    finite_x = fn.op("LogicalNot", b, fn.op("LogicalOr", b, fn.op("IsInf", b, x),
+                                            fn.op("IsNan", b, x)))
+    usable_y = fn.op("LogicalAnd", b, fn.op("FOrdGreaterThan", b, ay, c(0.0)),
+                     fn.op("FOrdLessThan", b, ay, c(np.inf)))
+    ok = fn.op("LogicalAnd", b, finite_x, usable_y)
+    start = fn.op("Select", t, ok, ax, c(0.0))
+    exp_y = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, ay), 1)
+    pre = fn.label
+    header, cond, body, cont, merge = (m.id() for _ in range(5))
+    fn.end("Branch", header)
+    fn.begin(header)
+    rem, phi = fn.phi(t, [(start, pre), (0, 0)])
+    fn.end("LoopMerge", merge, cont, 0)
+    fn.end("Branch", cond)
+    fn.begin(cond)
+    fn.end("BranchConditional", fn.op("FOrdGreaterThanEqual", b, rem, ay), body, merge)
+    fn.begin(body)
+    e = fn.op("ISub", i32, fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1),
+              exp_y)
+    big = glsl(r, "Ldexp", t, ay, e)
+    step = fn.op("Select", t, fn.op("FOrdGreaterThan", b, big, rem),
+                 glsl(r, "Ldexp", t, ay, fn.op("ISub", i32, e, r.c32(1))), big)
+    nxt = fn.op("FSub", t, rem, step)
+    fn.end("Branch", cont)
+    fn.begin(cont)
+    type(fn).set_incoming(phi, 1, nxt, cont)
+    fn.end("Branch", header)
+    fn.begin(merge)
+    out = _copysign(r, dtype, rem, x)
+    keep_x = fn.op("LogicalAnd", b, finite_x, fn.op("IsInf", b, y))
+    return fn.op("Select", t, ok, out, fn.op("Select", t, keep_x, x, c(np.nan)))
+
+
+def glsl(r, name, t, *args):
+    return r.fn.op("ExtInst", t, r.glsl, GLSL[name], *args)
+
+
+def _convert(r, x, src, dst):
+    fn, t = r.fn, r.vt(dst)
+    if src == bool:
+        return fn.op("Select", t, x, r.const(1, dst), r.const(0, dst))
+    if dst == bool:
+        return fn.op("FUnordNotEqual" if _kind(src) == 0 else "INotEqual", t, x,
+                     r.const(0, src))
+    fs, fd = _kind(src) == 0, _kind(dst) == 0
+    if fs and fd:
+        return fn.op("FConvert", t, x)
+    if fd:
+        return fn.op("ConvertSToF", t, x)
+    if fs:
+        return fn.op("ConvertFToS", t, x)
+    return fn.op("SConvert", t, x)
+
+
+def _copysign(r, dtype, a, b):
+    """|a| with b's sign bit, on the bits: float64 as two 32-bit words (the high word holds
+    the sign), so no 64-bit integers are needed."""
+    fn, i32 = r.fn, r.i32
+    if dtype.itemsize == 4:
+        bits = [fn.op("Bitcast", i32, x) for x in (a, b)]
+        magnitude = fn.op("BitwiseAnd", i32, bits[0], r.c32(0x7FFFFFFF))
+        sign = fn.op("BitwiseAnd", i32, bits[1], r.c32(0x80000000))
+        return fn.op("Bitcast", r.vt(dtype), fn.op("BitwiseOr", i32, magnitude, sign))
+    vec = r.m.t_vector(i32, 2)
+    wa, wb = (fn.op("Bitcast", vec, x) for x in (a, b))
+    hi_a = fn.op("CompositeExtract", i32, wa, 1)
+    hi_b = fn.op("CompositeExtract", i32, wb, 1)
+    hi = fn.op("BitwiseOr", i32, fn.op("BitwiseAnd", i32, hi_a, r.c32(0x7FFFFFFF)),
+               fn.op("BitwiseAnd", i32, hi_b, r.c32(0x80000000)))
+    return fn.op("Bitcast", r.vt(dtype), fn.op("CompositeInsert", vec, hi, wa, 1))
+
+
+def _math32(r, op, args):
+    """float32 transcendentals. GLSL leaves some results undefined (log of x <= 0, pow of
+    x < 0, asin past 1, ...): selects give NumPy's values there."""
+    f32 = np.dtype(np.float32)
+    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
+    c = lambda v: r.const(v, f32)     # noqa: E731
+    sel = lambda cond, x, y: fn.op("Select", t, cond, x, y)     # noqa: E731
+    cmp = lambda name, x, y: fn.op(name, b, x, y)     # noqa: E731
+    mul = lambda x, y: fn.op("FMul", t, x, y)     # noqa: E731
+    x = args[0]
+    if op in _GLSL_MATH:
+        return glsl(r, _GLSL_MATH[op], t, x)
+
+    def log_like(name, v):
+        """log / log2 with NumPy's results for v <= 0 (NaN stays NaN)."""
+        y = glsl(r, name, t, v)
+        y = sel(cmp("FOrdEqual", v, c(0.0)), c(-np.inf), y)
+        return sel(cmp("FOrdLessThan", v, c(0.0)), c(np.nan), y)
+
+    if op == "log":
+        return log_like("Log", x)
+    if op == "log2":
+        return log_like("Log2", x)
+    if op == "log10":
+        return mul(log_like("Log2", x), c(np.log10(2.0)))
+    if op == "log1p":
+        # Goldberg: log(u) * x / (u - 1) with u = 1 + x keeps the low bits of x.
+        u = fn.op("FAdd", t, c(1.0), x)
+        ratio = fn.op("FDiv", t, x, fn.op("FSub", t, u, c(1.0)))
+        y = sel(cmp("FOrdEqual", u, c(1.0)), x, mul(log_like("Log", u), ratio))
+        return sel(cmp("FOrdEqual", x, c(np.inf)), x, y)
+    if op == "expm1":
+        # Kahan: (u - 1) * x / log(u) with u = exp(x).
+        u = glsl(r, "Exp", t, x)
+        um1 = fn.op("FSub", t, u, c(1.0))
+        y = mul(um1, fn.op("FDiv", t, x, glsl(r, "Log", t, u)))
+        y = sel(cmp("FOrdEqual", u, c(1.0)), x, y)
+        y = sel(cmp("FOrdEqual", um1, c(-1.0)), c(-1.0), y)
+        return sel(cmp("FOrdEqual", u, c(np.inf)), u, y)
+    outside = cmp("FOrdGreaterThan", glsl(r, "FAbs", t, x), c(1.0))
+    if op in ("asin", "acos"):
+        return sel(outside, c(np.nan), glsl(r, op.capitalize(), t, x))
+    if op == "acosh":
+        return sel(cmp("FOrdLessThan", x, c(1.0)), c(np.nan), glsl(r, "Acosh", t, x))
+    if op == "atanh":
+        y = sel(outside, c(np.nan), glsl(r, "Atanh", t, x))
+        edge = cmp("FOrdEqual", glsl(r, "FAbs", t, x), c(1.0))
+        return sel(edge, mul(x, c(np.inf)), y)
+    if op == "atan2":
+        return _atan2(r, *args)
+    if op == "pow":
+        return _pow(r, *args)
+    raise NotImplementedError(op)
+
+
+def _atan2(r, y, x):
+    """GLSL's atan(y, x) is undefined at x = y = 0; C99 gives +-0 or +-pi by the signs."""
+    f32 = np.dtype(np.float32)
+    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
+    both_zero = fn.op("LogicalAnd", b, fn.op("FOrdEqual", b, y, r.const(0.0, f32)),
+                      fn.op("FOrdEqual", b, x, r.const(0.0, f32)))
+    x_negative = fn.op("FOrdLessThan", b, _copysign(r, f32, r.const(1.0, f32), x),
+                       r.const(0.0, f32))
+    at_zero = _copysign(r, f32, fn.op("Select", t, x_negative, r.const(np.pi, f32),
+                                      r.const(0.0, f32)), y)
+    return fn.op("Select", t, both_zero, at_zero, glsl(r, "Atan2", t, y, x))
+
+
+def _pow(r, x, y):
+    """C99 pow from GLSL's pow of |x| (defined for |x| > 0): the sign for negative x and odd
+    integer y, NaN for negative x and non-integer y, pow(x, 0) = pow(1, y) = 1, and zeros."""
+    f32 = np.dtype(np.float32)
+    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
+    c = lambda v: r.const(v, f32)     # noqa: E731
+    sel = lambda cond, p, q: fn.op("Select", t, cond, p, q)     # noqa: E731
+    ax = glsl(r, "FAbs", t, x)
+    mag = glsl(r, "Pow", t, ax, y)
+    integer = fn.op("FOrdEqual", b, glsl(r, "Trunc", t, y), y)
+    half = fn.op("FMul", t, y, c(0.5))
+    odd = fn.op("LogicalAnd", b, integer, fn.op("FUnordNotEqual", b, glsl(r, "Trunc", t, half),
+                                                 half))
+    negative = fn.op("FOrdLessThan", b, _copysign(r, f32, c(1.0), x), c(0.0))
+    signed = sel(fn.op("LogicalAnd", b, negative, odd), fn.op("FNegate", t, mag), mag)
+    # |x| = 0: +inf for y < 0, else 0; the sign of x survives for odd integer y.
+    zero_mag = sel(fn.op("FOrdLessThan", b, y, c(0.0)), c(np.inf), c(0.0))
+    zero = sel(odd, _copysign(r, f32, zero_mag, x), zero_mag)
+    out = sel(fn.op("FOrdEqual", b, ax, c(0.0)), zero, signed)
+    nan = fn.op("LogicalAnd", b, fn.op("FOrdLessThan", b, x, c(0.0)),
+                fn.op("LogicalNot", b, integer))
+    out = sel(fn.op("LogicalAnd", b, nan, fn.op("FOrdNotEqual", b, ax, c(np.inf))), c(np.nan),
+              out)
+    either_nan = fn.op("LogicalOr", b, fn.op("IsNan", b, x), fn.op("IsNan", b, y))
+    out = sel(either_nan, fn.op("FAdd", t, x, y), out)      # lavapipe's pow(NaN, 3) is 0
+    one = fn.op("LogicalOr", b, fn.op("FOrdEqual", b, y, c(0.0)),
+                fn.op("FOrdEqual", b, x, c(1.0)))
+    return sel(one, c(1.0), out)
+
+
+# -- atomics --
+
+def _scope(r, storage):
+    if storage.itemsize == 8 and not np.issubdtype(storage, np.floating):
+        r.m.capability(Capability["Int64Atomics"])
+    return r.c32(1), r.c32(0)          # Device scope, relaxed semantics
+
+
+def atomic_max(r, buf, index, value):
+    t = r.vt(r._storage[buf])
+    scope, sem = _scope(r, r._storage[buf])
+    r.fn.op("AtomicSMax", t, r.pointer(buf, index), scope, sem, value)
+
+
+def atomic_add(r, buf, index, value):
+    dtype, storage = np.dtype(r.k.buffers[buf].dtype), r._storage[buf]
+    fn, m = r.fn, r.m
+    scope, sem = _scope(r, storage)
+    ptr = r.pointer(buf, index)
+    if not np.issubdtype(dtype, np.floating):
+        fn.op("AtomicIAdd", r.vt(storage), ptr, scope, sem, value)
+        return
+    if np.issubdtype(storage, np.floating):
+        m.extension("SPV_EXT_shader_atomic_float_add")
+        m.capability(Capability["AtomicFloat64AddEXT" if dtype.itemsize == 8 else
+                                "AtomicFloat32AddEXT"])
+        fn.op("AtomicFAddEXT", r.vt(dtype), ptr, scope, sem, value)
+        return
+    # No float atomics: compare-exchange on the integer bits until no other thread came
+    # between the read and the write.
+    it, ft = r.vt(storage), r.vt(dtype)
+    first = fn.op("Load", it, ptr)
+    pre = fn.label
+    header, body, cont, merge = (m.id() for _ in range(4))
+    fn.end("Branch", header)
+    fn.begin(header)
+    expected, phi = fn.phi(it, [(first, pre), (0, 0)])
+    fn.end("LoopMerge", merge, cont, 0)
+    fn.end("Branch", body)
+    fn.begin(body)
+    new = fn.op("Bitcast", it, fn.op("FAdd", ft, fn.op("Bitcast", ft, expected), value))
+    seen = fn.op("AtomicCompareExchange", it, ptr, scope, sem, sem, new, expected)
+    done = fn.op("IEqual", m.t_bool(), seen, expected)
+    fn.end("BranchConditional", done, merge, cont)
+    fn.begin(cont)
+    type(fn).set_incoming(phi, 1, seen, cont)
+    fn.end("Branch", header)
+    fn.begin(merge)

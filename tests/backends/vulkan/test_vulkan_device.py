@@ -1,0 +1,293 @@
+"""The Vulkan device: its choice, features masked the way a weaker device lacks them (no
+float64, no int64, no float atomics, separate device-local memory), the errors those give,
+the 32-bit offset guard, maxStorageBufferRange, and buffer lifetimes under queued work."""
+
+import dataclasses
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop import api
+from dloop.backends import base
+from dloop.backends.base import available
+from dloop.errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError, \
+    DloopValueError
+from helpers import assert_close, finite_difference
+
+ok, why = available("vulkan")
+if not ok:
+    pytest.skip(why, allow_module_level=True)
+
+import vulkan as vk                                            # noqa: E402
+
+from dloop.backends.vulkan import device as vkdevice           # noqa: E402
+from dloop.backends.vulkan.arrays import DeviceArray           # noqa: E402
+from dloop.backends.vulkan.launch import Artifact, VulkanBackend  # noqa: E402
+from dloop.kernel import kir                                   # noqa: E402
+
+HERE = os.path.basename(__file__)
+
+
+@pytest.fixture
+def masked(monkeypatch):
+    """make(mask) -> a Vulkan backend on a device without the masked features, installed as
+    the 'vulkan' backend for the test."""
+    previous = dl.config.backend
+
+    def make(mask, **features):
+        monkeypatch.setitem(vars(dl.config), "vulkan_mask", mask)
+        be = VulkanBackend(vkdevice.Device())
+        if features:
+            be.features = dataclasses.replace(be.features, **features)
+        monkeypatch.setitem(base._instances, "vulkan", be)
+        api._PROGRAMS.clear()          # programs compiled for another device must not be reused
+        dl.config.update("backend", "vulkan")
+        return be
+
+    yield make
+    api._PROGRAMS.clear()
+    dl.config.update("backend", previous)
+
+
+def _power_grad(x, n):
+    """v <- v * x, n times from v = x: d/dx sum(x^(n+1)) = (n + 1) x^n."""
+    return dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * x, x).sum())(x)
+
+
+def test_default_choice_prefers_discrete_then_integrated_then_cpu():
+    cpu, igpu, dgpu = (vk.VK_PHYSICAL_DEVICE_TYPE_CPU, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+                       vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU)
+    assert vkdevice.choose([("llvmpipe", cpu), ("Intel", igpu), ("AMD", dgpu)], None) == 2
+    assert vkdevice.choose([("llvmpipe", cpu), ("Intel", igpu)], None) == 1
+    assert vkdevice.choose([("llvmpipe", cpu), ("AMD", dgpu)], "llvm") == 0
+    assert vkdevice.choose([("llvmpipe", cpu), ("AMD", dgpu)], "0") == 0
+
+
+def test_a_device_setting_that_matches_nothing_says_which_exist(monkeypatch):
+    monkeypatch.setitem(vars(dl.config), "vulkan_device", "no-such-gpu")
+    with pytest.raises(vkdevice.VulkanUnavailable, match="no-such-gpu.*llvmpipe"):
+        vkdevice.Device()
+
+
+def test_without_a_driver_the_backend_is_unavailable_with_the_reason():
+    env = dict(os.environ, VK_DRIVER_FILES="/nonexistent/icd.json",
+               VK_ICD_FILENAMES="/nonexistent/icd.json")
+    code = "from dloop.backends.base import available; print(available('vulkan'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("(False, ") and "Vulkan" in out.stdout, out.stdout + out.stderr
+
+
+def test_float64_on_a_device_without_it_names_dtype_device_and_fix(masked):
+    masked("float64")
+    x = np.linspace(0.5, 1.5, 4)
+    with pytest.raises(DloopTypeError) as e:
+        dl.grad(lambda x: dl.fori_loop(0, 3, lambda i, v: v * x, x).sum())(x)
+    text = str(e.value)
+    assert "float64" in text and "shaderFloat64" in text and "llvmpipe" in text
+    assert "float32" in text and HERE in e.value.where
+
+
+def test_float32_works_without_float64_and_math_comes_from_glsl(masked):
+    be = masked("float64")
+    assert ("sin", "float32") in be.caps.native_math
+    x = np.linspace(0.1, 1.2, 16).astype(np.float32)
+    n = np.arange(16) % 5
+
+    def loss(x):
+        return dl.fori_loop(0, n, lambda i, v: np.sin(v) * x + np.log1p(v * v), x).sum()
+
+    def ref(x):
+        v = x.astype(np.float64)
+        for _ in range(int(n.max())):
+            v = np.where(n > _, np.sin(v) * x + np.log1p(v * v), v)
+        return v.sum()
+
+    g = dl.grad(loss)(x)
+    assert g.dtype == np.float32
+    # GLSL's float32 functions are loose (Vulkan allows 2^-11 absolute error for sin).
+    assert_close(g, finite_difference(ref, x.astype(np.float64)), rtol=3e-3)
+
+
+def test_glsl_float32_math_gives_numpy_special_values(masked):
+    masked("float64")
+    x = np.array([0.0, -0.0, -1.0, np.inf, np.nan, 2.0, -2.0], np.float32)
+    def f(x):
+        return (np.log(x), np.log1p(x), np.expm1(x), np.arcsin(x), np.power(x, 3.0),
+                np.power(x, 2.5), np.arctan2(x, -x))
+
+    got = dl.jit(f)(x)
+    with np.errstate(all="ignore"):
+        want = f(x)
+    for g, w in zip(got, want):
+        special = ~np.isfinite(w) | (w == 0)
+        np.testing.assert_array_equal(g[special], w[special])
+        signed = special & ~np.isnan(w)          # NaN's sign bit is not specified
+        assert np.array_equal(np.signbit(g[signed]), np.signbit(w[signed]))
+        np.testing.assert_allclose(g[~special], w[~special], rtol=1e-3)
+
+
+def test_int64_masked_runs_with_32_bit_offsets(masked):
+    be = masked("int64")
+    assert not be.caps.index64
+    x = np.linspace(0.5, 1.1, 7)
+    n = np.array([0, 1, 2, 5, 9, 3, 4], dtype=np.int64)
+    assert_close(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-12)
+
+
+def test_int64_values_beyond_int32_are_refused_without_int64(masked):
+    masked("int64")
+    big = np.array([1, 2 ** 40], dtype=np.int64)
+    with pytest.raises(DloopValueError, match="int32 range.*shaderInt64") as e:
+        dl.jit(lambda n: n + 1)(big)
+    assert HERE in e.value.where
+
+
+def test_float64_math_without_int64_is_refused_clearly(masked):
+    masked("int64")
+    with pytest.raises(DloopNotImplementedError, match="shaderInt64") as e:
+        dl.jit(lambda x: np.exp(x))(np.ones(3))
+    assert HERE in e.value.where
+
+
+def test_offsets_past_32_bits_are_refused(masked):
+    be = masked("int64")
+    small = be.zeros((4,), np.float32)
+    huge = DeviceArray(be, small.buffer, 0, (2 ** 31,), np.float32)   # never dispatched
+    with pytest.raises(DloopValueError, match="32-bit") as e:
+        be.launch(Artifact(None, 2, 0), 4, [small, huge])
+    assert "shaderInt64" in str(e.value)
+
+
+def test_without_float_atomics_table_gradients_use_compare_exchange(masked):
+    be = masked("float_atomics")
+    assert not be.features.float32_atomic_add
+    coef = np.array([0.5, -0.3, 0.8], np.float32)
+    x = np.array([0.2, 0.7, 1.1, 0.4], np.float32)
+    n = np.array([3, 2, 0, 3])
+
+    def loss(coef):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.9 + v * coef[i], x).sum()
+
+    def ref(coef):
+        total = 0.0
+        for j in range(x.size):
+            v = float(x[j])
+            for i in range(n[j]):
+                v = v * 0.9 + v * coef[i]
+            total += v
+        return total
+
+    assert_close(dl.grad(loss)(coef), finite_difference(ref, coef.astype(np.float64)),
+                 rtol=1e-4)
+
+
+def test_separate_device_memory_goes_through_staging(masked):
+    be = masked("unified")
+    assert not be.device.unified
+    x = np.linspace(0.5, 1.1, 50)
+    for top in (3, 40, 400):               # the heap grows, copying through the device
+        n = np.arange(50) % top
+        assert_close(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-12)
+
+
+def test_a_heap_region_past_max_storage_buffer_range_is_refused(masked):
+    masked("", max_range=1 << 16)
+    x = np.ones(2)
+    n = np.array([10, 9000])                # 9,010 float64 slots: 72 KB in one region
+    with pytest.raises(DloopMemoryError, match="maxStorageBufferRange") as e:
+        _power_grad(x, n)
+    assert HERE in e.value.where and "72,080 bytes" in str(e.value)
+
+
+def test_buffers_live_until_the_submissions_using_them_finish():
+    be = VulkanBackend(vkdevice.Device())
+    x = be.upload(np.arange(1 << 16, dtype=np.float64), np.float64)
+    out = be.empty((1 << 16,), np.float64)
+    tid, v, w = kir.KVar(np.int64), kir.KVar(np.float64), kir.KVar(np.float64)
+    kernel = kir.Kernel("double", tid, [kir.Load(v, 0, tid), kir.Assign(w, "add", (v, v)),
+                                        kir.Store(1, tid, w)])
+    f64 = np.dtype(np.float64)
+    kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
+    artifact = be.compile(kernel)
+    be.launch(artifact, 1 << 16, [x, out])
+    probe = weakref.ref(x.buffer)
+    del x
+    gc.collect()
+    assert probe() is not None          # the queued submission holds it
+    be.synchronize()
+    gc.collect()
+    assert probe() is None
+    np.testing.assert_array_equal(be.to_numpy(out), 2 * np.arange(1 << 16))
+
+
+def test_empty_launches_submit_nothing():
+    be = VulkanBackend(vkdevice.Device())
+    before = len(be.device.pending)
+    be.launch(None, 0, [])
+    assert len(be.device.pending) == before
+
+
+def test_pipeline_cache_is_written_to_and_read_from_disk(tmp_path):
+    previous = dl.config.cache_dir
+    dl.config.update("cache_dir", str(tmp_path))
+    try:
+        dev = vkdevice.Device()
+        be = VulkanBackend(dev)
+        tid, v = kir.KVar(np.int64), kir.KVar(np.float32)
+        kernel = kir.Kernel("copy", tid, [kir.Load(v, 0, tid), kir.Store(1, tid, v)])
+        f32 = np.dtype(np.float32)
+        kernel.buffers = [kir.BufferSpec("in", f32, 0), kir.BufferSpec("out", f32, 1)]
+        be.compile(kernel)
+        dev.close()
+        saved = list(tmp_path.glob("vulkan-*.pipelines"))
+        assert len(saved) == 1 and saved[0].stat().st_size > 0
+        again = VulkanBackend(vkdevice.Device())       # starts from the saved cache
+        out = again.zeros((3,), np.float32)
+        again.launch(again.compile(kernel), 3, [again.upload(np.arange(3.0), np.float32), out])
+        np.testing.assert_array_equal(again.to_numpy(out), [0.0, 1.0, 2.0])
+    finally:
+        dl.config.update("cache_dir", previous)
+
+
+def test_bool_carries_on_the_adstack_take_32_bits(masked):
+    masked("")
+    x = np.linspace(0.5, 1.5, 6)
+    n = np.array([0, 1, 2, 3, 7, 12])
+
+    def loss(x):
+        def body(i, c):
+            v, flag = c
+            return np.where(flag, v * x, v + 0.5 * x), ~flag
+        return dl.fori_loop(0, n, body, (x, x > 1.0))[0].sum()
+
+    def ref(x):
+        total = 0.0
+        for j in range(x.size):
+            v, flag = x[j], x[j] > 1.0
+            for _ in range(n[j]):
+                v, flag = (v * x[j] if flag else v + 0.5 * x[j]), not flag
+            total += v
+        return total
+
+    assert_close(dl.grad(loss)(x), finite_difference(ref, x), rtol=1e-8)
+    assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * (8 + 4)
+
+
+def test_an_unknown_feature_mask_makes_the_backend_unavailable_with_the_reason(monkeypatch):
+    monkeypatch.setitem(vars(dl.config), "vulkan_mask", "float64,quantum")
+    with pytest.raises(vkdevice.VulkanUnavailable, match="quantum.*known: float64"):
+        vkdevice.Device()
+
+
+def test_launches_past_2_to_the_31_elements_are_refused():
+    be = VulkanBackend(vkdevice.Device())
+    with pytest.raises(DloopValueError, match="split the call") as e:
+        be.launch(Artifact(None, 0, 0), 2 ** 31, [])
+    assert HERE in e.value.where
