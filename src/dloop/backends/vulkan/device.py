@@ -121,7 +121,7 @@ def choose(devices, choice):
             for k, (name, _) in enumerate(devices):
                 if choice.lower() in name.lower():
                     return k
-        raise VulkanUnavailable(f"{ENV_DEVICE}={choice!r} matches none of the Vulkan devices "
+        raise VulkanUnavailable(f"vulkan_device={choice!r} matches none of the Vulkan devices "
                                 f"{[name for name, _ in devices]}")
     return min(range(len(devices)), key=lambda k: (_KIND_RANK.get(devices[k][1], 4), k))
 

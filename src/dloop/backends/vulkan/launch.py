@@ -62,7 +62,7 @@ class VulkanBackend(Backend):
 
     def __init__(self, device=None):
         """device: a device.Device (tests make ones with masked features); the default is
-        chosen by the DLOOP_VULKAN_DEVICE / DLOOP_VULKAN_MASK settings."""
+        chosen by the vulkan_device / vulkan_mask settings."""
         super().__init__()
         self.device = device or default_device()
         f = self.features = self.device.features
