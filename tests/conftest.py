@@ -18,10 +18,6 @@ if os.environ.get("DLOOP_TEST_TOY_BACKEND"):
 dloop.config.update("vulkan_validate", shutil.which("spirv-val") is not None)
 
 BACKENDS = list(TABLE)
-# Backends that compile kernels (every one but the interpreter, the oracle they are checked
-# against), available or not: the cross-backend suites parametrize over these and skip with
-# the reason where one is absent.
-COMPILED = [name for name in TABLE if name != "interpret"]
 
 
 @pytest.fixture(params=BACKENDS)

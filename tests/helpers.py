@@ -35,3 +35,10 @@ def damped_sine(x, n):
             v = v * 0.95 + np.sin(v) * x[j] * 0.1
         out[j] = v
     return out
+
+
+def compiled_backends():
+    """Every backend of the table but the interpreter (the oracle the others are checked
+    against), available here or not: suites parametrize over these and skip with the reason."""
+    from dloop.backends import TABLE
+    return [name for name in TABLE if name != "interpret"]

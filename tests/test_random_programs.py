@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import dloop as dl
-from conftest import COMPILED as ALL_COMPILED
+from helpers import compiled_backends
 from dloop.backends.base import available
 
 EXAMPLES = int(os.environ.get("DLOOP_RANDOM_EXAMPLES", "200"))
 SEED = os.environ.get("DLOOP_RANDOM_SEED")
-COMPILED = [b for b in ALL_COMPILED if available(b)[0]]
+COMPILED = [b for b in compiled_backends() if available(b)[0]]
 
 UNARY = ["sin", "cos", "tanh", "softsq"]
 BINARY = ["add", "sub", "mul"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import COMPILED
+from helpers import compiled_backends
 from dloop.backends.base import available, get_backend
 from dloop.kernel import kir
 
@@ -65,7 +65,7 @@ def test_printed_kernel_shows_stack_ops():
     assert "push stack0" in text and "pop stack0" in text and "reversed(" in text
 
 
-@pytest.mark.parametrize("backend", COMPILED)
+@pytest.mark.parametrize("backend", compiled_backends())
 def test_compiled_stack_kernel_matches_interpreter(backend):
     x = np.array([1.0, 2.0, 3.0, 0.5])
     n = np.array([3, 0, 5, 1])
@@ -77,7 +77,7 @@ def test_compiled_stack_kernel_matches_interpreter(backend):
     assert ref[3][0] == 0 and got[3][0] == 0
 
 
-@pytest.mark.parametrize("backend", ["interpret"] + COMPILED)
+@pytest.mark.parametrize("backend", ["interpret"] + compiled_backends())
 def test_overflow_sets_flag_skips_push_and_pop_clamps(backend):
     x = np.array([1.0, 2.0])
     n = np.array([4, 2])

@@ -15,7 +15,7 @@ import pytest
 import dloop as dl
 from dloop import api
 from dloop.backends import base
-from dloop.backends.base import available
+from dloop.backends.base import available, get_backend
 from dloop.errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError, \
     DloopValueError
 from helpers import assert_close, finite_difference
@@ -70,9 +70,11 @@ def test_default_choice_prefers_discrete_then_integrated_then_cpu():
 
 
 def test_a_device_setting_that_matches_nothing_says_which_exist(monkeypatch):
+    name = get_backend("vulkan").features.name
     monkeypatch.setitem(vars(dl.config), "vulkan_device", "no-such-gpu")
-    with pytest.raises(vkdevice.VulkanUnavailable, match="no-such-gpu.*llvmpipe"):
+    with pytest.raises(vkdevice.VulkanUnavailable) as e:
         vkdevice.Device()
+    assert "no-such-gpu" in str(e.value) and name in str(e.value)
 
 
 def test_without_a_driver_the_backend_is_unavailable_with_the_reason():
@@ -90,7 +92,8 @@ def test_float64_on_a_device_without_it_names_dtype_device_and_fix(masked):
     with pytest.raises(DloopTypeError) as e:
         dl.grad(lambda x: dl.fori_loop(0, 3, lambda i, v: v * x, x).sum())(x)
     text = str(e.value)
-    assert "float64" in text and "shaderFloat64" in text and "llvmpipe" in text
+    name = get_backend("vulkan").features.name
+    assert "float64" in text and "shaderFloat64" in text and name in text
     assert "float32" in text and HERE in e.value.where
 
 
@@ -220,7 +223,8 @@ def test_buffers_live_until_the_submissions_using_them_finish():
     probe = weakref.ref(x.buffer)
     del x
     gc.collect()
-    assert probe() is not None          # the queued submission holds it
+    if be.device.pending:               # while the submission is queued, it holds the buffer
+        assert probe() is not None
     be.synchronize()
     gc.collect()
     assert probe() is None

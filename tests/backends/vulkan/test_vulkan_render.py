@@ -2,6 +2,7 @@
 special values (signed zeros, infinities, NaN, extremes), atomics with and without native
 float atomics, while loops, counters, and OpLine pointing at the user's lines."""
 
+import shutil
 import subprocess
 
 import numpy as np
@@ -196,6 +197,11 @@ def test_while_loop_with_counter():
     assert want[1][26] == 111                      # 27 takes 111 steps
 
 
+needs_tools = pytest.mark.skipif(shutil.which("spirv-val") is None,
+                                 reason="spirv-tools is not installed (apt-get install spirv-tools)")
+
+
+@needs_tools
 def test_oplines_name_the_user_lines(tmp_path):
     be = get_backend("vulkan")
     code = be.render(_elementwise("add", [F32, F32], F32))
@@ -206,6 +212,7 @@ def test_oplines_name_the_user_lines(tmp_path):
     assert "OpLine %" in text and " 7 0" in text
 
 
+@needs_tools
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_modules_for_features_lavapipe_lacks_validate(dtype):
     """NVIDIA's driver has float64 atomic add and keeps subnormals: the modules made for it

@@ -19,7 +19,7 @@ _BINARY = {
     "ne": ("FUnordNotEqual", "INotEqual", "LogicalNotEqual"),
     "and": (None, "BitwiseAnd", "LogicalAnd"), "or": (None, "BitwiseOr", "LogicalOr"),
     "xor": (None, "BitwiseXor", "LogicalNotEqual"),
-    "frem": ("FRem", None, None), "idiv": (None, "SDiv", None), "irem": (None, "SRem", None),
+    "frem": ("FRem", None, None), "idiv": (None, "SDiv", None),
     "ishl": (None, "ShiftLeftLogical", None), "ishr": (None, "ShiftRightArithmetic", None),
 }
 _GLSL_UNARY = {"abs": "FAbs", "floor": "Floor", "ceil": "Ceil", "trunc": "Trunc",
@@ -55,6 +55,10 @@ def emit(r, op, args, dtype, out):
     out_t = r.vt(out)
     if op == "frem":
         return _frem(r, dtype, *args)
+    if op == "irem":
+        # x - y * (x / y), not OpSRem: NVIDIA's driver gave OpSRem the divisor's sign.
+        x, y = args
+        return fn.op("ISub", out_t, x, fn.op("IMul", out_t, y, fn.op("SDiv", out_t, x, y)))
     if op in _BINARY:
         if dtype == bool and op in _BOOL_ORDER:       # False < True
             neg_a, neg_b, join = _BOOL_ORDER[op]
@@ -115,10 +119,15 @@ def _frem(r, dtype, x, y):
     fn.end("Branch", header)
     fn.begin(header)
     rem, phi = fn.phi(t, [(start, pre), (0, 0)])
+    # A step count cap: a driver that flushes subnormals can make a step 0, and a shader
+    # that never ends loses the device. One step per binade needs fewer than 2,100.
+    count, count_phi = fn.phi(i32, [(r.c32(0), pre), (0, 0)])
     fn.end("LoopMerge", merge, cont, 0)
     fn.end("Branch", cond)
     fn.begin(cond)
-    fn.end("BranchConditional", fn.op("FOrdGreaterThanEqual", b, rem, ay), body, merge)
+    more = fn.op("LogicalAnd", b, fn.op("FOrdGreaterThanEqual", b, rem, ay),
+                 fn.op("SLessThan", b, count, r.c32(2100)))
+    fn.end("BranchConditional", more, body, merge)
     fn.begin(body)
     e = fn.op("ISub", i32, fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1),
               exp_y)
@@ -129,6 +138,7 @@ def _frem(r, dtype, x, y):
     fn.end("Branch", cont)
     fn.begin(cont)
     type(fn).set_incoming(phi, 1, nxt, cont)
+    type(fn).set_incoming(count_phi, 1, fn.op("IAdd", i32, count, r.c32(1)), cont)
     fn.end("Branch", header)
     fn.begin(merge)
     out = _copysign(r, dtype, rem, x)
