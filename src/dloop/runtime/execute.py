@@ -107,7 +107,7 @@ class Execution:
             return
         xp = self.backend.xp
         args = [self.host(_value(env, x)) for x in op.inputs]
-        out = HOST_IMPLS[op.prim](*args, **op.params)
+        out = _host_step(self.backend, op, args)
         env[op.outputs[0]] = xp.asarray(out, dtype=op.outputs[0].aval.dtype)
 
     def _kernel(self, plan, env):
@@ -248,6 +248,27 @@ class DeviceLayout:
         self.cap = backend.upload(layout.cap, np.int64)
         self.start = backend.upload(layout.start, np.int64)
         self.regions = regions
+
+
+# Host steps that the backend's array library could not run (NumPy functions a device array
+# library does not implement, e.g. np.add.at on CuPy): they run on host copies instead.
+_ON_HOST = set()
+
+
+def _host_step(backend, op, args):
+    """HOST_IMPLS are written with NumPy's functions, which dispatch to a device array library
+    through __array_function__ / like=; where that library lacks one, the step runs on host
+    copies (once found, always for that primitive on that backend)."""
+    key = (backend.name, op.prim)
+    if backend.xp is not np and key not in _ON_HOST:
+        try:
+            return HOST_IMPLS[op.prim](*args, **op.params)
+        except (TypeError, NotImplementedError, AttributeError, ValueError):
+            _ON_HOST.add(key)
+    if backend.xp is np:
+        return HOST_IMPLS[op.prim](*args, **op.params)
+    host = [backend.to_numpy(a) if hasattr(a, "shape") else a for a in args]
+    return HOST_IMPLS[op.prim](*host, **op.params)
 
 
 def work_order(work):

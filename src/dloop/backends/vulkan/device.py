@@ -27,6 +27,7 @@ _KIND_RANK = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
               vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
               vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3}
 WORKGROUP = 64
+_OUT_OF_POOL_MEMORY = -1000069000
 
 
 class VulkanUnavailable(Exception):
@@ -402,7 +403,11 @@ class Device:
             descriptorPool=self.descriptor_pool, descriptorSetCount=1, pSetLayouts=[set_layout])
         try:
             return vk.vkAllocateDescriptorSets(self.device, info)[0]
-        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool):
+        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool, KeyError) as e:
+            # The binding knows no exception for VK_ERROR_OUT_OF_POOL_MEMORY (-1000069000),
+            # which NVIDIA's driver returns: it raises KeyError with the code.
+            if isinstance(e, KeyError) and e.args[0] != _OUT_OF_POOL_MEMORY:
+                raise
             self.wait_all()          # every set is free again: the pool starts over
             vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)
             return vk.vkAllocateDescriptorSets(self.device, info)[0]
