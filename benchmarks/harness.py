@@ -163,13 +163,15 @@ def fmt(value, scale=1.0, digits=1):
 
 
 def table(rows):
-    head = (f"{'workload':24} {'case':22} {'system':18} {'fwd ms':>9} {'grad ms':>9} "
+    cw = max([22] + [len(r.case) for r in rows])
+    sw = max([18] + [len(r.system) for r in rows])
+    head = (f"{'workload':24} {'case':{cw}} {'system':{sw}} {'fwd ms':>9} {'grad ms':>9} "
             f"{'grad/fwd':>8} {'compile s':>9} {'grad MB':>9} {'rel diff':>9}  note")
     lines = [head, "-" * len(head)]
     for r in rows:
         ratio = r.gradient_s / r.forward_s if r.forward_s and r.gradient_s else None
         rel = "-" if r.rel_diff is None else f"{r.rel_diff:.1e}"
-        lines.append(f"{r.workload:24} {r.case:22} {r.system:18} {fmt(r.forward_s, 1e3):>9} "
+        lines.append(f"{r.workload:24} {r.case:{cw}} {r.system:{sw}} {fmt(r.forward_s, 1e3):>9} "
                      f"{fmt(r.gradient_s, 1e3):>9} {fmt(ratio, 1, 2):>8} "
                      f"{fmt(r.compile_s, 1, 2):>9} {fmt(r.memory_bytes, 1e-6):>9} "
                      f"{rel:>9}  {r.note}")
@@ -178,13 +180,14 @@ def table(rows):
 
 def ratios(rows):
     """dloop / peer gradient time, per workload and case, from this run's rows."""
-    lines = [f"{'workload':24} {'case':22} {'dloop grad / peer grad':>24}  peer"]
+    cw = max([22] + [len(r.case) for r in rows])
+    lines = [f"{'workload':24} {'case':{cw}} {'dloop grad / peer grad':>24}  peer"]
     for r in rows:
         if r.system != "dloop" or r.gradient_s is None:
             continue
         for p in rows:
             if (p.workload, p.case) == (r.workload, r.case) and p.system != "dloop" and \
                     p.gradient_s:
-                lines.append(f"{r.workload:24} {r.case:22} {r.gradient_s / p.gradient_s:>24.2f}"
+                lines.append(f"{r.workload:24} {r.case:{cw}} {r.gradient_s / p.gradient_s:>24.2f}"
                              f"  {p.system}")
     return "\n".join(lines)

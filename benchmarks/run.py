@@ -106,18 +106,9 @@ def main():
         for label, *params in module.cases(scale):
             raw = module.make_data(*params, np.random.default_rng(0))
             for precision in precisions:
-                data, reference_data = harness.prepare(raw, precision)
-                reference = module.numpy_adjoint(reference_data).gradient()
                 case = label if precisions == ["float64"] and not cuda else \
                     f"{label}, {precision[:1]}{precision[-2:]}"
-                for system, make in systems(module, cuda).items():
-                    if args.systems and system not in args.systems.split(","):
-                        continue
-                    rows.append(measure(module, case, system, make, data, reference,
-                                        repeats, cuda))
-                if cuda and hasattr(module, "tape_bytes"):
-                    rows.append(gpu.bandwidth_row(module.NAME, case, precision,
-                                                  module.tape_bytes(data), device))
+                rows += run_case(module, case, raw, precision, args, repeats, device)
     head = (f"GPU: {gpu.describe(device)}\n" if cuda else "") + \
         (f"machine: {machine()}; dloop backend {backend}; {fallback}"
          f"{'--quick; ' if args.quick else ''}{'--dry-run; ' if args.dry_run else ''}"
@@ -138,15 +129,31 @@ def main():
         sys.exit(1)
 
 
+def run_case(module, case, raw, precision, args, repeats, device):
+    """Every chosen system's row on one case in one precision; on the GPU, W1's bandwidth
+    bound after them."""
+    cuda = args.backend == "cuda"
+    data, reference_data = harness.prepare(raw, precision)
+    reference = module.numpy_adjoint(reference_data).gradient()
+    rows = [measure(module, case, system, make, data, reference, repeats, cuda)
+            for system, make in systems(module, cuda).items()
+            if not args.systems or system in args.systems.split(",")]
+    if cuda and hasattr(module, "tape_bytes"):
+        rows.append(gpu.bandwidth_row(module.NAME, case, precision, module.tape_bytes(data),
+                                      device))
+    return rows
+
+
 def measure(module, case, system, make, data, reference, repeats, cuda):
     """In this process on the CPU for dloop and NumPy, as before; everything else, and
-    everything on the GPU, in a child, peers limited to 60 s per case on the GPU."""
+    everything on the GPU, in a child, peers limited to 60 s per case on the GPU (dloop and
+    the bound to 180 s: one stuck case must not take the whole run's time)."""
     args = (module.NAME, case, system, make, data, reference, repeats)
     if not cuda and system in ("dloop", "numpy-adjoint"):
         row = harness.measure(*args)
     elif cuda:
         ours = system == "dloop" or system.startswith("cupy-bound")
-        row = harness.measure_isolated(*args, timeout=600 if ours else 60, method="spawn")
+        row = harness.measure_isolated(*args, timeout=180 if ours else 60, method="spawn")
     else:
         row = harness.measure_isolated(*args)
     print(f"  {module.NAME} / {case} / {system}: "
