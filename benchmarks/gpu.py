@@ -1,6 +1,7 @@
 """The GPU run's extras: the device's name and memory bandwidth, the bandwidth bound on W1's
 tape, and the issue's targets checked against this run's rows."""
 
+import importlib
 import time
 
 import numpy as np
@@ -40,6 +41,28 @@ def info():
     if xp is not np:
         xp.get_default_memory_pool().free_all_blocks()     # 2 GiB the peers may need
     return {"name": name, "peak": peak, "copy": copy}
+
+
+# The names only the GPU run reaches: the dry run checks that each exists, to catch a misspelt
+# one before the GPU machine does. A library that is not installed here is reported too.
+GPU_ONLY_NAMES = [("cupy", "RawModule"), ("cupy", "get_default_memory_pool"),
+                  ("cupy.cuda.runtime", "getDeviceProperties"),
+                  ("cupy.cuda.runtime", "deviceGetAttribute"),
+                  ("cupy.cuda.runtime", "cudaDevAttrMemoryClockRate"),
+                  ("cupy.cuda.runtime", "cudaDevAttrGlobalMemoryBusWidth"),
+                  ("drjit.cuda.ad", "Float64"), ("drjit.cuda.ad", "Float32"),
+                  ("drjit.cuda.ad", "Int32"), ("drjit", "has_backend"), ("quadrants", "cuda"),
+                  ("torch.cuda", "synchronize"), ("torch.cuda", "is_available")]
+
+
+def missing_gpu_names():
+    missing = []
+    for module, name in GPU_ONLY_NAMES:
+        try:
+            getattr(importlib.import_module(module), name)
+        except Exception:
+            missing.append(f"{module}.{name}")
+    return missing
 
 
 def describe(gpu):

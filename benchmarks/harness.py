@@ -34,7 +34,7 @@ class Skip(Exception):
 @dataclass
 class Impl:
     forward: object               # () -> result
-    gradient: object              # () -> gradient as a NumPy array
+    gradient: object              # () -> gradient (any array type) or a function fetching it
     memory: object = None         # () -> bytes the gradient's tape took, or None
 
 
@@ -57,8 +57,8 @@ class Row:
 
 def prepare(data, precision):
     """(data for the systems, data for the NumPy adjoint): floating arrays rounded to
-    `precision`; the adjoint gets the same rounded values back in float64, so its answer is the
-    exact one for the inputs the systems see and the difference measures their arithmetic."""
+    `precision`; the adjoint gets the same rounded values back in float64, so its answer is for
+    the very inputs the systems see and the difference measures only their arithmetic."""
     def cast(d, dtype):
         return {k: v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
                 for k, v in d.items()}

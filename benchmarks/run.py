@@ -113,6 +113,10 @@ def main():
         (f"machine: {machine()}; dloop backend {backend}; {fallback}"
          f"{'--quick; ' if args.quick else ''}{'--dry-run; ' if args.dry_run else ''}"
          f"median of {repeats} runs")
+    missing = gpu.missing_gpu_names() if args.dry_run else []
+    if args.dry_run:
+        head += "\nnames only the GPU run uses: " + \
+            (f"MISSING {', '.join(missing)}" if missing else "all found")
     parts = [head, "", harness.table(rows), "", harness.ratios(rows)]
     if cuda:
         parts += ["", "targets (the issue's: W1 float64 at N = 10^6 against the hand-written "
@@ -126,6 +130,8 @@ def main():
     if bad:
         print("dloop gradients that differ from NumPy's adjoint by more than the gate "
               f"{harness.GATE}:", [(r.workload, r.case, r.rel_diff, r.note) for r in bad])
+        sys.exit(1)
+    if missing:
         sys.exit(1)
 
 
