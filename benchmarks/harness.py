@@ -1,6 +1,10 @@
 """Measuring one system on one workload: forward and gradient times (median after a warm-up
 call; the warm-up's excess over the median is reported as compile time), peak gradient memory
-as the system itself accounts for it, and the gradient's difference from NumPy's adjoint."""
+as the system itself accounts for it, and the gradient's difference from NumPy's adjoint.
+
+An Impl's calls must finish their work before returning (a device synchronize on a GPU), so
+that asynchronous launches are timed. gradient() returns the gradient where it was computed,
+or a function that fetches it: the copy to NumPy for the correctness check is not timed."""
 
 import multiprocessing
 import os
@@ -10,6 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 
 
+GATE = {"float64": 1e-8, "float32": 1e-4}     # largest correct rel diff, by precision
+
+
+@dataclass
+class Settings:
+    """Where the systems run; set in every process that measures (the spawned ones included)."""
+    device: str = "cpu"          # peers' and inputs' device: "cpu" or "cuda"
+    backend: str = None          # dloop's backend; None leaves dloop's configuration alone
+
+
+SETTINGS = Settings()
+
+
 class Skip(Exception):
     """A peer that is not installed, or whose API cannot express the workload."""
 
@@ -17,7 +34,7 @@ class Skip(Exception):
 @dataclass
 class Impl:
     forward: object               # () -> result
-    gradient: object              # () -> gradient as a NumPy array
+    gradient: object              # () -> gradient (any array type) or a function fetching it
     memory: object = None         # () -> bytes the gradient's tape took, or None
 
 
@@ -32,6 +49,33 @@ class Row:
     memory_bytes: int = None
     rel_diff: float = None
     note: str = ""
+    precision: str = "float64"
+
+    def correct(self):
+        return self.rel_diff is not None and self.rel_diff <= GATE[self.precision]
+
+
+def prepare(data, precision):
+    """(data for the systems, data for the NumPy adjoint): floating arrays rounded to
+    `precision`; the adjoint gets the same rounded values back in float64, so its answer is for
+    the very inputs the systems see and the difference measures only their arithmetic."""
+    def cast(d, dtype):
+        return {k: v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+                for k, v in d.items()}
+    ours = cast(data, np.dtype(precision))
+    reference = cast(ours, np.float64)
+    ours["precision"] = reference["precision"] = precision
+    return ours, reference
+
+
+def to_numpy(value):
+    """A gradient as float64 NumPy, from any system's array type, or from a fetching function."""
+    value = value() if callable(value) else value
+    if type(value).__module__.startswith("cupy"):
+        value = value.get()
+    elif hasattr(value, "detach"):          # a torch tensor, possibly on the GPU
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float64)
 
 
 def median_time(fn, repeats):
@@ -53,15 +97,15 @@ def _timed(fn, repeats):
 
 
 def measure(workload, case, system, make, data, reference, repeats):
-    row = Row(workload, case, system)
+    row = Row(workload, case, system, precision=data.get("precision", "float64"))
     try:
         impl = make(data)
         _, row.forward_s, c_fwd = _timed(impl.forward, repeats)
         grad, row.gradient_s, c_grad = _timed(impl.gradient, repeats)
         row.compile_s = c_fwd + c_grad
         row.memory_bytes = impl.memory() if impl.memory else None
+        grad = to_numpy(grad)
         if reference is not None:
-            grad = np.asarray(grad, dtype=np.float64)
             row.rel_diff = float(np.max(np.abs(grad - reference)) /
                                  max(np.max(np.abs(reference)), 1e-300))
     except Skip as e:
@@ -71,32 +115,46 @@ def measure(workload, case, system, make, data, reference, repeats):
     return row
 
 
-def measure_isolated(workload, case, system, make, data, reference, repeats, timeout=600):
-    """measure() in a forked child process: a peer that aborts the process (an LLVM fatal
-    error, a segfault) or hangs becomes a row saying so instead of ending the run. Peers are
-    imported only in the children."""
-    ctx = multiprocessing.get_context("fork")
+def _child(send, settings, fn, args):
+    global SETTINGS
+    SETTINGS = settings
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)            # a native crash's dump would bury the table
+    send.send(fn(*args))
+
+
+def isolated(fn, args, timeout, method="fork", settings=None):
+    """fn(*args) in a child process: (result, None), or (None, why) when the child died or
+    hung. "spawn" gives a child with no CUDA state of its parent's, as CUDA requires."""
+    ctx = multiprocessing.get_context(method)
     receive, send = ctx.Pipe(duplex=False)
-
-    def child():
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)        # a native crash's dump would bury the table
-        send.send(measure(workload, case, system, make, data, reference, repeats))
-
-    proc = ctx.Process(target=child, daemon=True)
+    proc = ctx.Process(target=_child, args=(send, settings or SETTINGS, fn, args), daemon=True)
     proc.start()
     send.close()
     try:
-        row = receive.recv() if receive.poll(timeout) else None
+        result = receive.recv() if receive.poll(timeout) else None
     except EOFError:               # the child died before sending
-        row = None
+        result = None
     proc.join(5)
+    if result is not None:
+        return result, None
+    if proc.is_alive():
+        proc.kill()
+        return None, f"no result in {timeout} s"
+    return None, f"the process ended with code {proc.exitcode}"
+
+
+def measure_isolated(workload, case, system, make, data, reference, repeats, timeout=600,
+                     method="fork"):
+    """measure() in a child process: a peer that aborts the process (an LLVM fatal error, a
+    segfault) or hangs becomes a row saying so instead of ending the run. Peers are imported
+    only in the children."""
+    row, why = isolated(measure, (workload, case, system, make, data, reference, repeats),
+                        timeout, method)
     if row is None:
-        if proc.is_alive():
-            proc.kill()
-        row = Row(workload, case, system,
-                  note=f"failed: the process ended with code {proc.exitcode}" if
-                  proc.exitcode not in (None, 0) else f"failed: no result in {timeout} s")
+        verb = "skipped" if why.startswith("no result") else "failed"
+        row = Row(workload, case, system, note=f"{verb}: {why}",
+                  precision=data.get("precision", "float64"))
     return row
 
 
@@ -105,13 +163,15 @@ def fmt(value, scale=1.0, digits=1):
 
 
 def table(rows):
-    head = (f"{'workload':24} {'case':22} {'system':18} {'fwd ms':>9} {'grad ms':>9} "
+    cw = max([22] + [len(r.case) for r in rows])
+    sw = max([18] + [len(r.system) for r in rows])
+    head = (f"{'workload':24} {'case':{cw}} {'system':{sw}} {'fwd ms':>9} {'grad ms':>9} "
             f"{'grad/fwd':>8} {'compile s':>9} {'grad MB':>9} {'rel diff':>9}  note")
     lines = [head, "-" * len(head)]
     for r in rows:
         ratio = r.gradient_s / r.forward_s if r.forward_s and r.gradient_s else None
         rel = "-" if r.rel_diff is None else f"{r.rel_diff:.1e}"
-        lines.append(f"{r.workload:24} {r.case:22} {r.system:18} {fmt(r.forward_s, 1e3):>9} "
+        lines.append(f"{r.workload:24} {r.case:{cw}} {r.system:{sw}} {fmt(r.forward_s, 1e3):>9} "
                      f"{fmt(r.gradient_s, 1e3):>9} {fmt(ratio, 1, 2):>8} "
                      f"{fmt(r.compile_s, 1, 2):>9} {fmt(r.memory_bytes, 1e-6):>9} "
                      f"{rel:>9}  {r.note}")
@@ -120,13 +180,14 @@ def table(rows):
 
 def ratios(rows):
     """dloop / peer gradient time, per workload and case, from this run's rows."""
-    lines = [f"{'workload':24} {'case':22} {'dloop grad / peer grad':>24}  peer"]
+    cw = max([22] + [len(r.case) for r in rows])
+    lines = [f"{'workload':24} {'case':{cw}} {'dloop grad / peer grad':>24}  peer"]
     for r in rows:
         if r.system != "dloop" or r.gradient_s is None:
             continue
         for p in rows:
             if (p.workload, p.case) == (r.workload, r.case) and p.system != "dloop" and \
                     p.gradient_s:
-                lines.append(f"{r.workload:24} {r.case:22} {r.gradient_s / p.gradient_s:>24.2f}"
+                lines.append(f"{r.workload:24} {r.case:{cw}} {r.gradient_s / p.gradient_s:>24.2f}"
                              f"  {p.system}")
     return "\n".join(lines)

@@ -12,9 +12,12 @@ from harness import Impl
 NAME = "W1 per-element fori"
 
 
-def cases(quick):
-    n = 20_000 if quick else 100_000
-    return [(f"N={n:,} uniform", n, "uniform"), (f"N={n:,} skewed", n, "skewed")]
+def cases(scale):
+    """scale: "quick", "full" (CPU), "gpu", or "tiny" (the GPU run's cases, shrunk)."""
+    n, large = {"quick": (20_000, None), "full": (100_000, None), "gpu": (10 ** 6, 10 ** 7),
+                "tiny": (2_000, 5_000)}[scale]
+    return [(f"N={n:,} uniform", n, "uniform"), (f"N={n:,} skewed", n, "skewed")] + \
+        ([(f"N={large:,} uniform", large, "uniform")] if large else [])
 
 
 def make_data(n, kind, rng):
@@ -62,17 +65,20 @@ def numpy_adjoint(d):
     return Impl(forward, gradient, lambda: state["bytes"])
 
 
+def tape_bytes(d):
+    """The tape written once and read once: each element's trips plus two values (its input
+    and output), at the data's precision."""
+    return int(np.sum(d["n"] + 2)) * d["x"].itemsize
+
+
 def dloop(d):
-    import dloop as dl
-    x, n = d["x"], d["n"]
+    dl = peers.dloop()
+    x, n = peers.on_device(d["x"]), peers.on_device(d["n"])
 
     def simulate(x):
         return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x)
 
-    grad = dl.grad(lambda x: simulate(x).sum())
-    fwd = dl.jit(simulate)
-    return Impl(lambda: fwd(x), lambda: grad(x),
-                lambda: dl.memory_stats()["adstack_bytes_used"])
+    return peers.dloop_impl(dl.jit(simulate), dl.grad(lambda x: simulate(x).sum()), x)
 
 
 def _jax(d, checkpoint):
@@ -89,8 +95,7 @@ def _jax(d, checkpoint):
     simulate = jax.vmap(one)
     fwd = jax.jit(simulate)
     grad = jax.jit(jax.grad(lambda x: simulate(x, n).sum()))
-    return Impl(lambda: fwd(x, n).block_until_ready(),
-                lambda: np.asarray(grad(x).block_until_ready()))
+    return Impl(lambda: fwd(x, n).block_until_ready(), lambda: grad(x).block_until_ready())
 
 
 def jax_masked(d):
@@ -102,8 +107,8 @@ def jax_checkpoint(d):
 
 
 def torch_eager(d):
-    torch = peers.need("torch")
-    n = torch.from_numpy(d["n"])
+    torch = peers.torch()
+    n = peers.torch_tensor(d["n"])
     longest = int(d["n"].max())
 
     def simulate(x):
@@ -116,8 +121,7 @@ def torch_eager(d):
 
 
 def _drjit(d, mode):
-    dr = peers.need("drjit")
-    from drjit.llvm.ad import Int32
+    dr, _, Int32 = peers.drjit_types(d["x"])
     n = Int32(d["n"].astype(np.int32))
     kw = peers.drjit_loop_options(mode, int(d["n"].max()))
 
@@ -131,12 +135,12 @@ def _drjit(d, mode):
 
 
 def quadrants(d):
-    qd = peers.quadrants()
+    qd, fp = peers.quadrants(d["x"])
     size = d["x"].size
-    x = qd.field(qd.f64, shape=size, needs_grad=True)
+    x = qd.field(fp, shape=size, needs_grad=True)
     n = qd.field(qd.i32, shape=size)
-    out = qd.field(qd.f64, shape=size)
-    loss = qd.field(qd.f64, shape=(), needs_grad=True)
+    out = qd.field(fp, shape=size)
+    loss = qd.field(fp, shape=(), needs_grad=True)
 
     @qd.func
     def one(t):
@@ -165,13 +169,14 @@ def quadrants(d):
     def gradient():
         with qd.ad.Tape(loss=loss):
             total()
-        return x.grad.to_numpy()
+        qd.sync()
+        return x.grad.to_numpy
 
     return Impl(forward, gradient)
 
 
 def warp(d):
-    wp = peers.warp()
+    wp = peers.warp(d["x"])
     f64 = wp.float64
 
     @wp.kernel
@@ -198,7 +203,8 @@ def warp(d):
         with tape:
             wp.launch(simulate, dim=size, inputs=[x, n, out])
         tape.backward(grads={out: wp.ones(size, dtype=f64)})
-        return x.grad.numpy()
+        wp.synchronize()
+        return x.grad.numpy
 
     return Impl(forward, gradient)
 

@@ -10,9 +10,10 @@ NAME = "W3 collective heat"
 DT, REACT = 0.2, 0.05
 
 
-def cases(quick):
-    return [("grid 256, 200 steps", 256, 200)] if quick else \
-        [("grid 4096, 1000 steps", 4096, 1000)]
+def cases(scale):
+    size, steps = {"quick": (256, 200), "full": (4096, 1000), "gpu": (10 ** 6, 200),
+                   "tiny": (256, 50)}[scale]
+    return [(f"grid {size:,}, {steps} steps", size, steps)]
 
 
 def make_data(size, steps, rng):
@@ -50,15 +51,13 @@ def numpy_adjoint(d):
 
 
 def dloop(d):
-    import dloop as dl
-    u0, steps = d["u0"], d["steps"]
+    dl, steps = peers.dloop(), d["steps"]
 
     def simulate(u):
         return dl.fori_loop(0, steps, lambda i, u: step(u, np.roll), u)
 
-    fwd, grad = dl.jit(simulate), dl.grad(lambda u: (simulate(u) ** 2).sum())
-    return Impl(lambda: fwd(u0), lambda: grad(u0),
-                lambda: dl.memory_stats()["adstack_bytes_used"])
+    return peers.dloop_impl(dl.jit(simulate), dl.grad(lambda u: (simulate(u) ** 2).sum()),
+                            peers.on_device(d["u0"]))
 
 
 def _jax(d, checkpoint):
@@ -72,7 +71,7 @@ def _jax(d, checkpoint):
         return lax.fori_loop(0, steps, body, u)
 
     fwd, grad = jax.jit(simulate), jax.jit(jax.grad(lambda u: (simulate(u) ** 2).sum()))
-    return Impl(lambda: fwd(u0).block_until_ready(), lambda: np.asarray(grad(u0)))
+    return Impl(lambda: fwd(u0).block_until_ready(), lambda: grad(u0).block_until_ready())
 
 
 def jax_scan(d):
@@ -84,7 +83,7 @@ def jax_checkpoint(d):
 
 
 def torch_eager(d):
-    torch = peers.need("torch")
+    torch = peers.torch()
     steps = int(d["steps"])
 
     def simulate(u):
@@ -96,7 +95,7 @@ def torch_eager(d):
 
 
 def warp(d):
-    wp = peers.warp()
+    wp = peers.warp(d["u0"])
     f64 = wp.float64
     size, steps = d["u0"].size, int(d["steps"])
 
@@ -131,7 +130,8 @@ def warp(d):
             loss = wp.zeros(1, dtype=f64, requires_grad=True)
             wp.launch(square_sum, dim=size, inputs=[states[-1], loss])
         tape.backward(loss=loss)
-        return states[0].grad.numpy()
+        wp.synchronize()
+        return states[0].grad.numpy
 
     return Impl(forward, gradient, lambda: (steps + 1) * size * 8 * 2)
 

@@ -12,12 +12,17 @@ from harness import Impl
 NAME = "W4 ray marching"
 CENTERS = np.array([[0.0, 0.0, 4.0], [1.2, 0.3, 5.0], [-1.0, -0.6, 4.5]])
 RADII = np.array([1.0, 0.7, 0.6])
-TOL, CAP, FAR = 1e-6, 128, 20.0
+TOLS = {"float64": 1e-6, "float32": 1e-4}   # float32's t has steps of ~5e-7 near t = 4
+TOL, CAP, FAR = TOLS["float64"], 128, 20.0  # TOL: for Warp's kernel, float64 only
 HIT = 10.0        # rays that end nearer than this hit a sphere; only they enter the loss
 
 
-def cases(quick):
-    side = 64 if quick else 256
+def tol(d):
+    return TOLS[d.get("precision", "float64")]
+
+
+def cases(scale):
+    side = {"quick": 64, "full": 256, "gpu": 1000, "tiny": 32}[scale]
     return [(f"{side}x{side} rays", side)]
 
 
@@ -33,7 +38,7 @@ def sdf(t, dx, dy, dz, radii, sqrt, minimum):
     """Distance at p = t * d (camera at the origin) to the nearest sphere."""
     best = None
     for k in range(3):
-        cx, cy, cz = CENTERS[k]
+        cx, cy, cz = (float(c) for c in CENTERS[k])    # weak scalars keep float32 data
         dist = sqrt((t * dx - cx) ** 2 + (t * dy - cy) ** 2 + (t * dz - cz) ** 2) - radii[k]
         best = dist if best is None else minimum(best, dist)
     return best
@@ -47,6 +52,7 @@ def loss_of(depth, target, where):
 
 def numpy_adjoint(d):
     dx, dy, dz, target, radii = d["dx"], d["dy"], d["dz"], d["target"], d["radii"]
+    tol_ = tol(d)
 
     def march(record):
         t = np.zeros_like(dx)
@@ -54,7 +60,7 @@ def numpy_adjoint(d):
         history = []
         for _ in range(CAP):
             dist = sdf(t[active], dx[active], dy[active], dz[active], radii, np.sqrt, np.minimum)
-            keep = (dist > TOL) & (t[active] < FAR)
+            keep = (dist > tol_) & (t[active] < FAR)
             active, dist = active[keep], dist[keep]
             if not active.size:
                 break
@@ -87,63 +93,63 @@ def numpy_adjoint(d):
 
 
 def dloop(d):
-    import dloop as dl
-    dx, dy, dz, target = d["dx"], d["dy"], d["dz"], d["target"]
+    dl, xp, tol_ = peers.dloop(), peers.array_module(), tol(d)
+    dx, dy, dz, target = (peers.on_device(d[k]) for k in ("dx", "dy", "dz", "target"))
 
     def render(radii):
         def cond(c):
             t, k = c
             dist = sdf(t, dx, dy, dz, radii, np.sqrt, np.minimum)
-            return (dist > TOL) & (t < FAR) & (k < CAP)
+            return (dist > tol_) & (t < FAR) & (k < CAP)
 
         def body(c):
             t, k = c
             return t + sdf(t, dx, dy, dz, radii, np.sqrt, np.minimum), k + 1
 
-        t, _ = dl.while_loop(cond, body, (np.zeros_like(dx), np.zeros(dx.shape, np.int64)))
+        t, _ = dl.while_loop(cond, body, (xp.zeros_like(dx), xp.zeros(dx.shape, xp.int64)))
         return t
 
-    fwd, grad = dl.jit(render), dl.grad(lambda r: loss_of(render(r), target, np.where))
-    return Impl(lambda: fwd(d["radii"]), lambda: grad(d["radii"]),
-                lambda: dl.memory_stats()["adstack_bytes_used"])
+    return peers.dloop_impl(dl.jit(render),
+                            dl.grad(lambda r: loss_of(render(r), target, np.where)),
+                            peers.on_device(d["radii"]))
 
 
 def jax_masked(d):
     jax = peers.jax()
     jnp, lax = jax.numpy, jax.lax
     dx, dy, dz, target = (jnp.asarray(d[k]) for k in ("dx", "dy", "dz", "target"))
+    tol_ = tol(d)
 
     def render(radii):
         def body(i, t):
             dist = sdf(t, dx, dy, dz, radii, jnp.sqrt, jnp.minimum)
-            return jnp.where((dist > TOL) & (t < FAR), t + dist, t)
+            return jnp.where((dist > tol_) & (t < FAR), t + dist, t)
         return lax.fori_loop(0, CAP, body, jnp.zeros_like(dx))
 
     fwd = jax.jit(render)
     grad = jax.jit(jax.grad(lambda r: loss_of(render(r), target, jnp.where)))
     r = jnp.asarray(d["radii"])
-    return Impl(lambda: fwd(r).block_until_ready(), lambda: np.asarray(grad(r)))
+    return Impl(lambda: fwd(r).block_until_ready(), lambda: grad(r).block_until_ready())
 
 
 def torch_eager(d):
-    torch = peers.need("torch")
-    dx, dy, dz, target = (torch.from_numpy(d[k]) for k in ("dx", "dy", "dz", "target"))
+    torch, tol_ = peers.torch(), tol(d)
+    dx, dy, dz, target = (peers.torch_tensor(d[k]) for k in ("dx", "dy", "dz", "target"))
 
     def render(radii):
         t = torch.zeros_like(dx)
         for _ in range(CAP):
             dist = sdf(t, dx, dy, dz, radii, torch.sqrt, torch.minimum)
-            t = torch.where((dist > TOL) & (t < FAR), t + dist, t)
+            t = torch.where((dist > tol_) & (t < FAR), t + dist, t)
         return t
 
     return peers.torch_impl(render, lambda t: loss_of(t, target, torch.where), d["radii"])
 
 
 def _drjit(d, mode):
-    dr = peers.need("drjit")
-    from drjit.llvm.ad import Float64, Int32
-    dx, dy, dz, target = (Float64(d[k]) for k in ("dx", "dy", "dz", "target"))
-    kw = peers.drjit_loop_options(mode, CAP)
+    dr, Float, Int32 = peers.drjit_types(d["dx"])
+    dx, dy, dz, target = (Float(d[k]) for k in ("dx", "dy", "dz", "target"))
+    kw, tol_ = peers.drjit_loop_options(mode, CAP), tol(d)
     # dr.minimum emits llvm.minimum.f64, which the x86 backend of the LLVM it loads here cannot
     # select ("Cannot select: fminimum"); a select is the same minimum for finite values.
     minimum = lambda a, b: dr.select(a < b, a, b)  # noqa: E731
@@ -151,33 +157,36 @@ def _drjit(d, mode):
     def render(radii):
         def cond(t, k, radii):
             dist = sdf(t, dx, dy, dz, radii, dr.sqrt, minimum)
-            return (dist > TOL) & (t < FAR) & (k < CAP)
+            return (dist > tol_) & (t < FAR) & (k < CAP)
 
         def body(t, k, radii):
             return t + sdf(t, dx, dy, dz, radii, dr.sqrt, minimum), k + 1, radii
 
-        t, _, _ = dr.while_loop((dr.zeros(Float64, dr.width(dx)), Int32(0), radii), cond, body,
+        t, _, _ = dr.while_loop((dr.zeros(Float, dr.width(dx)), Int32(0), radii), cond, body,
                                 **kw)
         return t
 
     def gradient():
-        radii = [Float64(r) for r in d["radii"]]
+        radii = [Float(r) for r in d["radii"]]
         for r in radii:
             dr.enable_grad(r)
         depth = render(radii)
         dr.backward(dr.sum(dr.select(depth < HIT, (depth - target) ** 2, 0.0)))
-        return np.array([dr.grad(r)[0] for r in radii])
+        grads = [dr.grad(r) for r in radii]
+        dr.eval(grads)
+        dr.sync_thread()
+        return lambda: np.array([g[0] for g in grads])
 
     def forward():
-        t = render([Float64(r) for r in d["radii"]])
+        t = render([Float(r) for r in d["radii"]])
         dr.eval(t)
-        dr.sync_thread()      # the LLVM backend runs kernels asynchronously
+        dr.sync_thread()      # both backends run kernels asynchronously
 
     return Impl(forward, gradient)
 
 
 def warp(d):
-    wp = peers.warp()
+    wp = peers.warp(d["dx"])
     f64 = wp.float64
 
     @wp.func
@@ -228,7 +237,8 @@ def warp(d):
         with tape:
             wp.launch(render, dim=size, inputs=[*arrays, radii, target, loss])
         tape.backward(loss=loss)
-        return radii.grad.numpy()
+        wp.synchronize()
+        return radii.grad.numpy
 
     return Impl(forward, gradient)
 
