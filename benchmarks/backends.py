@@ -1,0 +1,89 @@
+"""W1's gradient (per-element fori, trip counts uniform in [0, 200)) on every dloop backend
+available here, and on the CPU backends at 1, 2, 4, ... threads, in one run.
+
+    python benchmarks/backends.py [--n 1000000] [--threads 1,2,4,8,16] [--repeats 5]
+
+Prints milliseconds per gradient (median after a warm-up call, device synchronised inside the
+timed call) and each backend's largest relative difference from the cpu backend's gradient."""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import dloop as dl
+from dloop.backends import TABLE
+from dloop.backends.base import available
+
+
+def gradient(n):
+    def loss(x):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x).sum()
+    return dl.grad(loss)
+
+
+def timed(fn, repeats, sync):
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return out, float(np.median(times))
+
+
+def on_backend(name, x, n, repeats):
+    dl.config.update("backend", name)
+    sync, to_numpy = (lambda: None), np.asarray
+    if name == "cuda":
+        import cupy
+        x, n = cupy.asarray(x), cupy.asarray(n)
+        sync, to_numpy = cupy.cuda.get_current_stream().synchronize, cupy.asnumpy
+    g, seconds = timed(lambda: gradient(n)(x), repeats, sync)
+    return to_numpy(g), seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=float, default=1e6)
+    parser.add_argument("--threads", default=",".join(
+        str(t) for t in (1, 2, 4, 8, 16, 32) if t <= (os.cpu_count() or 1)))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--backends", default="cpu,cpu-scalar,cuda,vulkan")
+    args = parser.parse_args()
+    size = int(args.n)
+    rng = np.random.default_rng(0)
+    n = rng.integers(0, 200, size=size)
+    print(f"W1 gradient, N = {size:,}, trips uniform in [0, 200); {os.cpu_count()} cores")
+    reference = {}
+    for dtype in (np.float64, np.float32):
+        x = rng.random(size).astype(dtype)
+        for name in args.backends.split(","):
+            ok, why = available(name) if name in TABLE else (False, "not in this version")
+            if not ok:
+                print(f"  {np.dtype(dtype).name:8} {name:11} skipped: {why}")
+                continue
+            counts = [int(t) for t in args.threads.split(",")] if name.startswith("cpu") \
+                else [None]
+            for threads in counts:
+                dl.config.update("num_threads", threads)
+                try:
+                    g, seconds = on_backend(name, x, n, args.repeats)
+                except dl.DloopError as e:
+                    print(f"  {np.dtype(dtype).name:8} {name:11} failed: {str(e).splitlines()[0]}")
+                    continue
+                ref = reference.setdefault(np.dtype(dtype).name, g)
+                diff = float(np.max(np.abs(g - ref)) / np.max(np.abs(ref)))
+                label = f"{threads} threads" if threads else ""
+                print(f"  {np.dtype(dtype).name:8} {name:11} {label:11} {seconds * 1e3:9.1f} ms"
+                      f"   rel diff {diff:.1e}", flush=True)
+    dl.config.update("num_threads", None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
