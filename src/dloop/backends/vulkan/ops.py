@@ -97,15 +97,20 @@ def emit(r, op, args, dtype, out):
 
 
 def _frem(r, dtype, x, y):
-    """C's fmod, exact. OpFRem is x - y trunc(x / y) on drivers (lavapipe: fmod(1, 1e-30) = 0),
-    so: r = |x|; while r >= |y|: r -= |y| 2^e, with the largest e that keeps the result
-    >= 0; each subtraction is exact (Sterbenz), and the loop runs at most once per binade
-    between |x| and |y|. Then r takes x's sign; fmod(x, +-inf) = x, and inf or NaN in x, NaN
-    or 0 in y give NaN."""
+    """C's fmod, exact. Drivers compute OpFRem as x - y trunc(x / y) (lavapipe: fmod(1, 1e-30)
+    = 0). Here, with rem = |x| and a = |y|, a step scales a by 2^s (exactly) so that
+    rem / (a 2^s) < 2^(p-1) (p: mantissa bits); then q = trunc(rem / (a 2^s)) is the true
+    quotient or one more, rem - q a 2^s is computed exactly (Dekker's product: Vulkan may
+    leave Fma unfused, and lavapipe does), and a negative result takes one a 2^s back.
+    Quotients below 2^(p-1), the usual case, take one loop-free step; larger ones loop
+    first, each pass removing p-2 bits, unless y is a power of two: lavapipe ends every loop
+    of a shader after 65,535 iterations in all, so mathlib's calls must not loop. Then rem
+    takes x's sign; fmod(x, +-inf) = x; inf or NaN in x, and NaN or 0 in y, give NaN."""
     fn, m = r.fn, r.m
     t, b, i32 = r.vt(dtype), m.t_bool(), r.i32
     parts = m.t_struct(t, i32)
     c = lambda v: r.const(v, dtype)     # noqa: E731
+    bits = 51 if dtype.itemsize == 8 else 22          # p - 2
     ax, ay = glsl(r, "FAbs", t, x), glsl(r, "FAbs", t, y)
     finite_x = fn.op("LogicalNot", b, fn.op("LogicalOr", b, fn.op("IsInf", b, x),
                                             fn.op("IsNan", b, x)))
@@ -113,37 +118,75 @@ def _frem(r, dtype, x, y):
                      fn.op("FOrdLessThan", b, ay, c(np.inf)))
     ok = fn.op("LogicalAnd", b, finite_x, usable_y)
     start = fn.op("Select", t, ok, ax, c(0.0))
-    exp_y = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, ay), 1)
+    split_y = glsl(r, "FrexpStruct", parts, ay)
+    exp_y = fn.op("CompositeExtract", i32, split_y, 1)
+    # A power-of-two divisor (mathlib's mod 2 and mod 4) makes x - y trunc(x / y) exact.
+    pow2 = fn.op("FOrdEqual", b, fn.op("CompositeExtract", t, split_y, 0), c(0.5))
+
+    def gap(rem):
+        exp_r = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1)
+        return fn.op("ISub", i32, exp_r, exp_y)
+
+    def step(rem, shift):
+        # Both operands scaled near 1 first, so Dekker's split cannot overflow.
+        exp_r = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1)
+        unit = glsl(r, "Ldexp", t, rem, fn.op("SNegate", i32, exp_r))
+        scaled = glsl(r, "Ldexp", t, ay, fn.op("ISub", i32, shift, exp_r))
+        q = glsl(r, "Trunc", t, fn.op("FDiv", t, unit, scaled))
+        hi, lo = _two_prod(r, dtype, q, scaled)
+        out = fn.op("FSub", t, fn.op("FSub", t, unit, hi), lo)
+        out = fn.op("Select", t, fn.op("FOrdLessThan", b, out, c(0.0)),
+                    fn.op("FAdd", t, out, scaled), out)
+        return glsl(r, "Ldexp", t, out, exp_r)
+
     pre = fn.label
     header, cond, body, cont, merge = (m.id() for _ in range(5))
     fn.end("Branch", header)
     fn.begin(header)
     rem, phi = fn.phi(t, [(start, pre), (0, 0)])
-    # A step count cap: a driver that flushes subnormals can make a step 0, and a shader
-    # that never ends loses the device. One step per binade needs fewer than 2,100.
+    # A pass cap: a driver that flushes subnormals can make a pass remove nothing, and a
+    # shader that never ends loses the device. Exact arithmetic needs at most ~40 passes.
     count, count_phi = fn.phi(i32, [(r.c32(0), pre), (0, 0)])
     fn.end("LoopMerge", merge, cont, 0)
     fn.end("Branch", cond)
     fn.begin(cond)
-    more = fn.op("LogicalAnd", b, fn.op("FOrdGreaterThanEqual", b, rem, ay),
-                 fn.op("SLessThan", b, count, r.c32(2100)))
-    fn.end("BranchConditional", more, body, merge)
+    far = fn.op("LogicalAnd", b, fn.op("FOrdGreaterThanEqual", b, rem, ay),
+                fn.op("SGreaterThan", b, gap(rem), r.c32(bits)))
+    far = fn.op("LogicalAnd", b, far, fn.op("LogicalNot", b, pow2))
+    far = fn.op("LogicalAnd", b, far, fn.op("SLessThan", b, count, r.c32(2100)))
+    fn.end("BranchConditional", far, body, merge)
     fn.begin(body)
-    e = fn.op("ISub", i32, fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1),
-              exp_y)
-    big = glsl(r, "Ldexp", t, ay, e)
-    step = fn.op("Select", t, fn.op("FOrdGreaterThan", b, big, rem),
-                 glsl(r, "Ldexp", t, ay, fn.op("ISub", i32, e, r.c32(1))), big)
-    nxt = fn.op("FSub", t, rem, step)
+    nxt = step(rem, fn.op("ISub", i32, gap(rem), r.c32(bits)))
     fn.end("Branch", cont)
     fn.begin(cont)
     type(fn).set_incoming(phi, 1, nxt, cont)
     type(fn).set_incoming(count_phi, 1, fn.op("IAdd", i32, count, r.c32(1)), cont)
     fn.end("Branch", header)
     fn.begin(merge)
-    out = _copysign(r, dtype, rem, x)
+    direct = fn.op("FSub", t, rem, fn.op("FMul", t, glsl(r, "Trunc", t, fn.op(
+        "FDiv", t, rem, ay)), ay))
+    below = fn.op("Select", t, fn.op("FOrdLessThan", b, rem, ay), rem, step(rem, r.c32(0)))
+    out = _copysign(r, dtype, fn.op("Select", t, pow2, direct, below), x)
     keep_x = fn.op("LogicalAnd", b, finite_x, fn.op("IsInf", b, y))
     return fn.op("Select", t, ok, out, fn.op("Select", t, keep_x, x, c(np.nan)))
+
+
+def _two_prod(r, dtype, a, b):
+    """(p, e) with p + e = a b exactly, from correctly rounded products and sums only."""
+    fn, t = r.fn, r.vt(dtype)
+    splitter = r.const(2.0 ** 27 + 1 if dtype.itemsize == 8 else 2.0 ** 12 + 1, dtype)
+    add = lambda u, v: fn.op("FAdd", t, u, v)     # noqa: E731
+    sub = lambda u, v: fn.op("FSub", t, u, v)     # noqa: E731
+    mul = lambda u, v: fn.op("FMul", t, u, v)     # noqa: E731
+
+    def split(v):
+        big = mul(splitter, v)
+        high = sub(big, sub(big, v))
+        return high, sub(v, high)
+    p = mul(a, b)
+    (ah, al), (bh, bl) = split(a), split(b)
+    err = add(add(add(sub(mul(ah, bh), p), mul(ah, bl)), mul(al, bh)), mul(al, bl))
+    return p, err
 
 
 def glsl(r, name, t, *args):
