@@ -16,7 +16,8 @@ def test_toy_backend_passes_the_cross_backend_suites():
     env = dict(os.environ, DLOOP_TEST_TOY_BACKEND="1")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              # a child process of its own would not have the toy row
-                             "-k", "toy and not child_process", *SUITES], cwd=root, env=env, capture_output=True,
+                             "-k", "toy and not child_process", *SUITES], cwd=root, env=env,
+                            capture_output=True,
                             text=True, timeout=900)
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 0, result.stdout[-4000:]

@@ -3,11 +3,12 @@
 A backend folder holds `render.py` (kernel IR -> the backend's source) and `launch.py` (the
 Backend subclass: build, load, memory, launch). Everything else a backend needs is here:
 
-* compile (owned here, with the caches): the kernel is legalized for `caps` (kernel/legalize.py:
-  composites and missing transcendentals become core ops), then source = render(kernel); binary = build(source);
-  artifact = load(binary, source, kernel). `binary` (bytes, or None where there is nothing
-  worth keeping) goes to the on-disk cache, keyed by the kernel's text, the backend and
-  cache_identity() (host CPU, compiler version, device).
+* compile (owned here, with the caches): the kernel is legalized for `caps`
+  (kernel/legalize.py: composites and missing transcendentals become core ops), then
+  source = render(kernel); binary = build(source); artifact = load(binary, source, kernel).
+  `binary` (bytes, or None where there is nothing worth keeping) goes to the on-disk cache,
+  keyed by the legalized kernel's text, the backend and cache_identity() (host CPU,
+  compiler version, device).
 * memory: empty / zeros / upload give device arrays; to_host gives the backend's array
   namespace `xp` (NumPy for host backends) for host steps, to_numpy a NumPy array. The adstack
   heap (runtime/heap.py) allocates through heap_alloc / heap_copy / heap_region / release;

@@ -2,8 +2,8 @@
 
 Every kernel step is lowered to kernel IR, verified, and compiled by the backend (which
 legalizes it for its caps first); its capacity expressions are derived; a counting kernel is
-built where a loop has none. Collective loops' body programs are scheduled and compiled the same way, recursively.
-After this the runtime only sizes, binds, launches and checks. With config.debug, each stage
+built where a loop has none. Collective loops' body programs are scheduled and compiled the
+same way, recursively. After this the runtime only sizes, binds, launches and checks. With config.debug, each stage
 prints what it made and how long it took."""
 
 import time

@@ -7,7 +7,8 @@ Loads and stores at the element's own index are masked vector loads and stores, 
 gathers and scatters; each lane's adstack lives in its own slice of the compact layout, so
 push and pop scatter and gather at per-lane offsets. Faults reduce the lanes that fault into
 one flag update. Ops are emitted by ops.py, shared with the scalar renderer; transcendentals
-call glibc's vector math (libmvec) where it has the function, else the C library lane by lane. Same signature as the scalar renderer (render.py):
+call glibc's vector math (libmvec) where it has the function, else the C library lane by
+lane. Same signature as the scalar renderer (render.py):
     void dloop_kernel(i64 start, i64 end, i64 n_threads, ptr noalias buf0, ...)"""
 
 import numpy as np
