@@ -52,6 +52,9 @@ class Caps:
     # first) where the trip counts are known at launch: for backends that run groups of
     # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.
     order_elements: bool = False
+    # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
+    # after 65,535): launches whose sized loops reach it are refused rather than cut short.
+    max_loop_trips: int = None
 
 
 _instances = {}

@@ -12,7 +12,7 @@ import numpy as np
 from ..adstack import capacity
 from ..adstack.layout import loop_layout
 from ..config import config
-from ..errors import DloopValueError
+from ..errors import DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
 from ..kernel.schedule import HostStep
 from . import faults as fault_check
@@ -122,6 +122,7 @@ class Execution:
         order = None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
+            self._check_trips(plan, caps)
             order = self._order(kernel, work + list(caps.values()))
             layouts.update(self._lay_out(plan, caps, order))
         elif n:
@@ -155,6 +156,21 @@ class Execution:
     def _collect(self, kernel, buffers, layouts):
         if kernel.faults:
             self.pending.append((kernel, buffers[kernel.buffer_index("faults")], layouts))
+
+    def _check_trips(self, plan, caps):
+        limit = self.backend.caps.max_loop_trips
+        if limit is None:
+            return
+        for nest in plan.nests:
+            for loop_id, info in nest.infos.items():
+                cap = caps[loop_id]
+                longest = int(cap.max()) if cap.size else 0
+                if longest >= limit:
+                    raise DloopNotImplementedError(
+                        f"this loop runs up to {longest:,} iterations per element, but the "
+                        f"{self.backend.name} device's driver ends loops after {limit:,} "
+                        "without an error (Mesa's lavapipe does), which would give wrong "
+                        "results; run this call on the cpu backend, or on a GPU", info.src)
 
     def _order(self, kernel, work):
         """The elements by decreasing work (the sum of their loops' trip counts), for a

@@ -295,3 +295,23 @@ def test_launches_past_2_to_the_31_elements_are_refused():
     with pytest.raises(DloopValueError, match="split the call") as e:
         be.launch(Artifact(None, 0, 0), 2 ** 31, [])
     assert HERE in e.value.where
+
+
+def test_a_loop_the_driver_would_cut_short_is_refused():
+    """lavapipe ends an invocation's loops after 65,535 iterations without a word: a gradient
+    whose loops are sized at launch past that is refused; a GPU driver runs it through."""
+    dl.config.update("backend", "vulkan")
+    try:
+        n = np.array([70_000, 3])
+        g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.99999, x).sum())
+        if "llvmpipe" in get_backend("vulkan").features.name:
+            with pytest.raises(dl.DloopNotImplementedError, match="65,535") as e:
+                g(np.ones(2))
+            assert HERE in str(e.value)
+            short = dl.grad(lambda x: dl.fori_loop(0, np.array([5, 3]), lambda i, v: v * 0.5,
+                                                   x).sum())
+            np.testing.assert_allclose(short(np.ones(2)), [0.5 ** 5, 0.5 ** 3])
+        else:
+            np.testing.assert_allclose(g(np.ones(2)), [0.99999 ** 70_000, 0.99999 ** 3])
+    finally:
+        dl.config.update("backend", None)

@@ -49,6 +49,11 @@ class Artifact:
         self.pipeline, self.n_buffers, self.counters = pipeline, n_buffers, counters
 
 
+# Mesa's lavapipe ends every loop of a shader invocation after this many iterations, with no
+# error (LP_MAX_TGSI_LOOP_ITERATIONS); a shader cannot observe it, so loops sized at launch
+# that reach it are refused.
+_LAVAPIPE_LOOP_LIMIT = 65_535
+
 class VulkanBackend(Backend):
     name = "vulkan"
 
@@ -70,7 +75,9 @@ class VulkanBackend(Backend):
                          float_atomic_add=f.float32_atomic_add, int64_atomics=f.int64_atomics,
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
-                         native_math=native_math(f), order_elements=True)
+                         native_math=native_math(f), order_elements=True,
+                         max_loop_trips=_LAVAPIPE_LOOP_LIMIT if "llvmpipe" in f.name
+                         else None)
         self._empty = None
 
     # -- compile --
