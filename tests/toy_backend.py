@@ -6,7 +6,7 @@ tests/test_toy_backend.py runs the cross-backend suites with it."""
 
 import numpy as np
 
-from dloop.backends.base import Caps
+from dloop.backends.base import Backend, Caps
 from dloop.backends.interpret.launch import InterpretBackend
 
 FLOAT32_MATH = frozenset(pair for pair in Caps().native_math if pair[1] == "float32")
@@ -15,6 +15,8 @@ FLOAT32_MATH = frozenset(pair for pair in Caps().native_math if pair[1] == "floa
 class ToyBackend(InterpretBackend):
     name = "toy"
     caps = Caps(index64=False, native_math=FLOAT32_MATH, order_elements=True)
+
+    legalize = Backend.legalize          # a device: composites and float64 math expanded
 
     def launch(self, kernel, n_threads, buffers):
         assert n_threads < 2 ** 31

@@ -18,7 +18,8 @@ from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
 from .runtime.program import compile_program
-from .trace.source import user_location
+from .source import user_location
+from .trace import loops
 from .trace.tracer import Builder, Tracer, is_tracing
 
 _last_backend = [None]
@@ -142,6 +143,9 @@ def run_eagerly(thunk, operands):
     graph, consts, _, out_td, _ = _trace(thunk, [], where)
     return library.out(pytree.unflatten(out_td, _run(graph, consts, [], library=library)))
 
+
+
+loops.EAGER[0] = run_eagerly
 
 def jit(fun):
     """The compiled forward path of `fun`, without differentiation. Inside a function that

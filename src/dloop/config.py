@@ -10,7 +10,7 @@ import warnings
 
 from .backends import TABLE as _BACKENDS
 from .errors import DloopValueError, DloopWarning
-from .trace.source import user_location
+from .source import user_location
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off", "none")

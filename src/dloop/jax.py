@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from . import api
-from .trace.source import user_location
+from .source import user_location
 
 
 def _host(arrays):

@@ -9,7 +9,7 @@ import torch
 
 from . import api, libraries, pytree
 from .errors import DloopTypeError
-from .trace.source import user_location
+from .source import user_location
 
 
 def _to_numpy(t):

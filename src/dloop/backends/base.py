@@ -115,10 +115,14 @@ class Backend:
     def cache_identity(self):
         return ()
 
+    def legalize(self, kernel):
+        """The kernel in the ops this backend renders (kernel/legalize.py)."""
+        return legalize(kernel, self.caps)
+
     def compile(self, kernel):
         """The launchable artifact of `kernel`, legalized for this backend's caps first (so
         the caches are keyed by the code the renderer sees)."""
-        kernel = legalize(kernel, self.caps)
+        kernel = self.legalize(kernel)
         text = str(kernel)
         artifact = self._artifacts.get(text)
         if artifact is not None:

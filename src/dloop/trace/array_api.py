@@ -13,7 +13,7 @@ from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype, 
                      result_type)
 from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
                         reciprocal, sort, take_along_axis)
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer
 
 __array_api_version__ = "2023.12"

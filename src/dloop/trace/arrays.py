@@ -11,7 +11,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from . import ops
 from .ops import P, bind1, convert, is_traced, result_dtype
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer, current_builder, is_tracing
 
 

@@ -5,7 +5,7 @@ import array_api_compat.numpy as _compat
 import numpy as np
 
 from ..errors import DloopTypeError
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer
 
 DEVICE = "cpu"

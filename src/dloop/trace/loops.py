@@ -12,11 +12,15 @@ from ..libraries import to_numpy
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
 from . import ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
-from .source import user_location
+from ..source import user_location
 from .tracer import Builder, Tracer, bind, current_builder, is_tracing
 
 _loop_ids = itertools.count()
 
+
+# Loops called on concrete arrays run through the whole pipeline; api.py, a later stage,
+# puts its runner here when it is imported (a trace module never imports api).
+EAGER = [None]
 
 def fori_loop(lower, upper, body_fun, init_val):
     """Loop `body_fun` from `lower` to `upper`, threading a carry::
@@ -35,8 +39,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     """
     src = user_location()
     if not is_tracing():
-        from ..api import run_eagerly
-        return run_eagerly(lambda: fori_loop(lower, upper, body_fun, init_val),
+        return EAGER[0](lambda: fori_loop(lower, upper, body_fun, init_val),
                            [lower, upper, init_val])
     lo, hi = _bound(lower, "lower", src), _bound(upper, "upper", src)
     leaves, treedef = _carry_leaves(init_val, src)
@@ -77,8 +80,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     """
     src = user_location()
     if not is_tracing():
-        from ..api import run_eagerly
-        return run_eagerly(lambda: while_loop(cond_fun, body_fun, init_val,
+        return EAGER[0](lambda: while_loop(cond_fun, body_fun, init_val,
                                               max_steps=max_steps), [init_val])
     _check_arity(cond_fun, "cond_fun", "while_loop calls cond_fun(carry)", 1, src)
     _check_arity(body_fun, "body_fun", "while_loop calls body_fun(carry)", 1, src)

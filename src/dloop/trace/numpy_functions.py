@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopValueError
 from . import arrays, ops, utilities
-from .source import user_location
+from ..source import user_location
 
 
 def norm(x, ord=None, axis=None, keepdims=False):

@@ -8,7 +8,7 @@ from ..ir import elementwise
 from . import array_api as xp
 from . import numpy_functions as nf
 from . import ops, special
-from .source import user_location
+from ..source import user_location
 
 _UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
 _UFUNCS.update({

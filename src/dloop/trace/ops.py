@@ -10,7 +10,7 @@ from ..errors import DloopIndexError, DloopNotImplementedError, DloopTypeError, 
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..libraries import to_numpy
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer, bind1, current_builder
 
 P = prims.REGISTRY

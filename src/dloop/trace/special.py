@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import DloopNotImplementedError
 from . import ops
 from .ops import where
-from .source import user_location
+from ..source import user_location
 
 _SQRT2 = math.sqrt(2.0)
 

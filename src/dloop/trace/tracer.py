@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals
-from .source import user_location
+from ..source import user_location
 
 
 class _State(threading.local):

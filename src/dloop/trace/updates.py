@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopTypeError
 from . import ops
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer, bind1
 
 

@@ -8,7 +8,7 @@ from ..ir.semantics import stable_argsort
 from . import ops
 from .arrays import _axis, concat
 from .ops import P, bind1, convert, is_traced
-from .source import user_location
+from ..source import user_location
 from .tracer import Tracer
 
 

@@ -6,7 +6,7 @@ the device holds: bool as 32-bit integers, int64 as int32 on devices without sha
 import numpy as np
 
 from ...errors import DloopValueError
-from ...trace.source import user_location
+from ...source import user_location
 
 
 def storage_dtype(dtype, int64):

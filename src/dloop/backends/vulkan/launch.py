@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import DloopMemoryError, DloopTypeError, DloopValueError
 from ...kernel import kir
-from ...trace.source import user_location
+from ...source import user_location
 from ..base import Backend, Caps
 from . import device as vkdevice
 from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage

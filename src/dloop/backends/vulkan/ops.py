@@ -5,7 +5,7 @@ and the atomics."""
 import numpy as np
 
 from ...errors import DloopNotImplementedError
-from ...trace.source import user_location
+from ...source import user_location
 from .spirv import GLSL, Capability
 
 # Operands of one dtype class -> opcode: (float, int, bool).

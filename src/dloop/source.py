@@ -3,7 +3,7 @@
 import os
 import sys
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 _THIRD_PARTY_INTERNAL = (os.sep + "numpy" + os.sep, os.sep + "array_api_compat" + os.sep)
 
