@@ -122,9 +122,9 @@ class Execution:
         order = None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
-            self._check_trips(plan, caps)
             order = self._order(kernel, work + list(caps.values()))
-            layouts.update(self._lay_out(plan, caps, order))
+            layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
+            self._check_trips(plan, caps)
         elif n:
             order = self._order(kernel, work)
         buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
