@@ -165,7 +165,10 @@ class Execution:
             for loop_id, info in nest.infos.items():
                 cap = caps[loop_id]
                 longest = int(cap.max()) if cap.size else 0
-                if longest >= limit:
+                # A loop of exactly `limit` trips ends as it should, but a count that reached
+                # the limit may itself have been cut short on the device.
+                counted = config.adstack_capacity is None and nest.exprs.get(loop_id) is None
+                if longest > limit or (counted and longest == limit):
                     raise DloopNotImplementedError(
                         f"this loop runs up to {longest:,} iterations per element, but the "
                         f"{self.backend.name} device's driver ends loops after {limit:,} "
