@@ -129,8 +129,9 @@ class Execution:
             order = self._order(kernel, work)
         buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
         if n:
-            self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
-                                                 for v in plan.vars.values()])
+            if not be.caps.index64:
+                self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
+                                                     for v in plan.vars.values()])
             be.launch(plan.main.artifact, n, buffers)
             self._collect(kernel, buffers, layouts)
         for var_id, buf in kernel.accum_outputs.items():
