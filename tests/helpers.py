@@ -42,3 +42,29 @@ def compiled_backends():
     against), available here or not: suites parametrize over these and skip with the reason."""
     from dloop.backends import TABLE
     return [name for name in TABLE if name != "interpret"]
+
+
+def error_checker(test_file):
+    """check(excinfo, cls, marker, *phrases) for the tests of one file: the error is a
+    DloopError of class cls, names the line of test_file that ends with `# marker`, contains
+    each phrase, and leaves dloop working (a correct gradient right after)."""
+    import dloop as dl
+
+    def line_of(marker):
+        with open(test_file) as f:
+            for number, text in enumerate(f, 1):
+                if text.rstrip().endswith(f"# {marker}") and "line_of" not in text:
+                    return f"{test_file}:{number}"
+        raise AssertionError(marker)
+
+    def check(excinfo, cls, marker, *phrases):
+        assert isinstance(excinfo.value, cls), type(excinfo.value)
+        assert isinstance(excinfo.value, dl.DloopError)
+        message = str(excinfo.value)
+        assert line_of(marker) in message, message
+        for phrase in phrases:
+            assert phrase in message, message
+        x, n = np.linspace(0.1, 1.0, 4), np.array([1, 2, 3, 4])
+        g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 2.0, x).sum())(x)
+        np.testing.assert_allclose(g, 2.0 ** n)
+    return check

@@ -6,28 +6,13 @@ import numpy as np
 import pytest
 
 import dloop as dl
+from helpers import error_checker
 
 X = np.linspace(0.1, 1.0, 4)
 N = np.array([1, 2, 3, 4])
 
 
-def line_of(marker):
-    with open(__file__) as f:
-        for number, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# {marker}") and "line_of" not in text:
-                return f"{__file__}:{number}"
-    raise AssertionError(marker)
-
-
-def check(excinfo, cls, marker, *phrases):
-    assert isinstance(excinfo.value, cls), type(excinfo.value)
-    assert isinstance(excinfo.value, dl.DloopError)
-    message = str(excinfo.value)
-    assert line_of(marker) in message, message
-    for phrase in phrases:
-        assert phrase in message, message
-    g = dl.grad(lambda x: dl.fori_loop(0, N, lambda i, v: v * 2.0, x).sum())(X)
-    np.testing.assert_allclose(g, 2.0 ** N)
+check = error_checker(__file__)
 
 
 def test_argnums_of_the_wrong_type(backend):

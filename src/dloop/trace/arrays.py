@@ -208,23 +208,30 @@ def vecdot(a, b, axis=-1):
 # ---- statistics ----
 
 def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
+    return cumulative("cumulative_sum", P["cumsum"], np.cumsum, 0, x, axis, dtype,
+                      include_initial)
+
+
+def cumulative(name, prim, np_fn, identity, x, axis, dtype, include_initial):
+    """cumulative_sum and cumulative_prod: the array API's rules for axis, dtype and the
+    leading identity element."""
     x = _operand(x)
     if axis is None:
         if np.ndim(x) != 1:
-            raise DloopValueError("cumulative_sum needs an axis for arrays of 2 or more "
-                                  "dimensions", user_location())
+            raise DloopValueError(f"{name} needs an axis for arrays of 2 or more dimensions",
+                                  user_location())
         axis = 0
     if dtype is not None:
         x = convert(x, dtype)
     elif x.dtype == bool or np.issubdtype(x.dtype, np.integer):
         x = convert(x, np.int64)
     axis = _axis(axis, np.ndim(x))
-    out = bind1(P["cumsum"], [x], {"axis": axis}) if isinstance(x, Tracer) else \
-        np.cumsum(x, axis=axis)
+    out = bind1(prim, [x], {"axis": axis}) if isinstance(x, Tracer) else np_fn(x, axis=axis)
     if include_initial:
         shape = list(np.shape(x))
         shape[axis] = 1
-        out = concat([ops.broadcast_to(convert(0, out.dtype), tuple(shape)), out], axis=axis)
+        out = concat([ops.broadcast_to(convert(identity, out.dtype), tuple(shape)), out],
+                     axis=axis)
     return out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import DloopValueError
 from ..ir.semantics import stable_argsort
-from . import ops
+from . import arrays, ops
 from .arrays import _axis, concat
 from .ops import P, bind1, convert, is_traced
 from ..source import user_location
@@ -83,24 +83,8 @@ def sort(x, /, *, axis=-1, descending=False, stable=True):
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
-    x = ops._check_operand(x)
-    if axis is None:
-        if np.ndim(x) != 1:
-            raise DloopValueError("cumulative_prod needs an axis for arrays of 2 or more "
-                                  "dimensions", user_location())
-        axis = 0
-    if dtype is not None:
-        x = convert(x, dtype)
-    elif x.dtype == bool or np.issubdtype(x.dtype, np.integer):
-        x = convert(x, np.int64)
-    axis = _axis(axis, np.ndim(x))
-    out = bind1(P["cumprod"], [x], {"axis": axis}) if isinstance(x, Tracer) else \
-        np.cumprod(x, axis=axis)
-    if include_initial:
-        shape = list(np.shape(x))
-        shape[axis] = 1
-        out = concat([ops.broadcast_to(convert(1, out.dtype), tuple(shape)), out], axis=axis)
-    return out
+    return arrays.cumulative("cumulative_prod", P["cumprod"], np.cumprod, 1,
+                             ops._check_operand(x), axis, dtype, include_initial)
 
 
 def reciprocal(x, /):
