@@ -172,12 +172,8 @@ class SimdRenderer:
         group.add_incoming(start, pre)
         b.cbranch(b.icmp_signed("<", group, end), body, done)
         b.position_at_end(body)
-        first = b.insert_element(ir.Constant(v64, None), group, I32(0))
-        tid = b.add(b.shuffle_vector(first, ir.Constant(v64, None), splat(vec(I32, W), 0)),
-                    ir.Constant(v64, list(range(W))))
-        last = b.insert_element(ir.Constant(v64, None), end, I32(0))
-        ends = b.shuffle_vector(last, ir.Constant(v64, None), splat(vec(I32, W), 0))
-        self.mask = b.icmp_signed("<", tid, ends)
+        tid = b.add(self._splat(group), ir.Constant(v64, list(range(W))))
+        self.mask = b.icmp_signed("<", tid, self._splat(end))
         self.group = group                   # the group's first thread, for vector loads
         order = k.buffer_index("order")
         self.ordered = order is not None
