@@ -14,7 +14,8 @@ Backend subclass: build, load, memory, launch). Everything else a backend needs 
   heap (runtime/heap.py) allocates through heap_alloc / heap_copy / heap_region / release;
   collective loops write and read their tapes with heap_store / heap_load.
 * execution: launch(artifact, n_threads, buffers) may return before the work is done;
-  synchronize() waits for it. release() must not free a buffer that queued work still uses.
+  synchronize() waits for it. A backend whose launches finish before they return says so
+  (`synchronous`): the runtime then reads each launch's fault flags at once. release() must not free a buffer that queued work still uses.
 * caps: what the device can do, read by legalization, the runtime and the renderers."""
 
 import importlib
@@ -91,6 +92,7 @@ class Backend:
     name = None
     caps = Caps()
     xp = np
+    synchronous = False
 
     def __init__(self):
         self._artifacts = {}
@@ -210,6 +212,7 @@ class Backend:
 
 class HostMemory:
     """Memory for backends that run on the CPU: device arrays are NumPy arrays."""
+    synchronous = True      # launch returns when the work is done
 
     def empty(self, shape, dtype):
         return np.empty(shape, dtype)

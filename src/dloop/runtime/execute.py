@@ -14,7 +14,6 @@ from ..adstack.layout import loop_layout
 from ..config import config
 from ..errors import DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
-from ..kernel.schedule import HostStep
 from . import faults as fault_check
 from .collective import RUNNERS
 from .host_ops import HOST_IMPLS
@@ -63,12 +62,12 @@ class Execution:
         program = executable.program
         env = dict(program.consts if consts is None else consts)
         env.update(zip(program.inputs, args))
-        for k, step in enumerate(program.steps):
-            if isinstance(step, HostStep):
-                self._host(executable, step.op, env)
+        for host_op, plan, dead in executable.sequence:
+            if host_op is not None:
+                self._host(executable, host_op, env)
             else:
-                self._kernel(executable.kernels[id(step)], env)
-            for v in program.dead_after[k]:
+                self._kernel(plan, env)
+            for v in dead:
                 env.pop(v, None)
         return [_value(env, o) for o in program.outputs]
 
@@ -122,18 +121,18 @@ class Execution:
         order = None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
-            order = self._order(kernel, work + list(caps.values()))
+            order = self._order(plan.main, work + list(caps.values()))
             layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
             self._check_trips(plan, caps)
-        elif n:
-            order = self._order(kernel, work)
+        elif n and work:
+            order = self._order(plan.main, work)
         buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
         if n:
             if not be.caps.index64:
                 self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
                                                      for v in plan.vars.values()])
             be.launch(plan.main.artifact, n, buffers)
-            self._collect(kernel, buffers, layouts)
+            self._collect(plan.main, buffers, layouts)
         for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
@@ -154,9 +153,14 @@ class Execution:
                 "2,147,483,647). Fewer elements or shorter loops per call fit it",
                 next((st.src for st in plan.main.kernel.body if st.src), None))
 
-    def _collect(self, kernel, buffers, layouts):
-        if kernel.faults:
-            self.pending.append((kernel, buffers[kernel.buffer_index("faults")], layouts))
+    def _collect(self, compiled, buffers, layouts):
+        if compiled.faults_index is None:
+            return
+        flags = buffers[compiled.faults_index]
+        if self.backend.synchronous:       # the launch is over: no later sync to wait for
+            fault_check.check(compiled.kernel, flags, layouts)
+        else:
+            self.pending.append((compiled.kernel, flags, layouts))
 
     def _check_trips(self, plan, caps):
         limit = self.backend.caps.max_loop_trips
@@ -176,10 +180,10 @@ class Execution:
                         "without an error (Mesa's lavapipe does), which would give wrong "
                         "results; run this call on the cpu backend, or on a GPU", info.src)
 
-    def _order(self, kernel, work):
+    def _order(self, compiled, work):
         """The elements by decreasing work (the sum of their loops' trip counts), for a
         kernel compiled to run them in an order; None otherwise."""
-        if kernel.buffer_index("order") is None:
+        if compiled.order_index is None:
             return None
         total = sum(self.backend.to_numpy(w).reshape(-1).astype(np.int64) for w in work)
         return work_order(total)
@@ -224,7 +228,7 @@ class Execution:
         self.backend.count_launches += 1
         buffers = self._bind(kernel, plan, env, {}, {}, n)
         self.backend.launch(plan.counting.artifact, n, buffers)
-        self._collect(kernel, buffers, {})
+        self._collect(plan.counting, buffers, {})
         self.sync()
         counts = self.backend.to_numpy(buffers[kernel.buffer_index("counts")])
         counts = counts.reshape(len(kernel.counters), n)

@@ -37,6 +37,11 @@ class CompiledKernel:
     kernel: object         # the kernel IR the backend compiled
     artifact: object
 
+    def __post_init__(self):
+        # Looked up at every launch: found once here.
+        self.faults_index = self.kernel.buffer_index("faults") if self.kernel.faults else None
+        self.order_index = self.kernel.buffer_index("order")
+
 
 @dataclass
 class KernelPlan:
@@ -55,6 +60,15 @@ class Executable:
     backend: object
     kernels: dict          # id(step) -> KernelPlan
     bodies: dict           # id(collective op) -> {"body" | "cond" | "vjp": Executable}
+
+    def __post_init__(self):
+        # What the runtime walks at each run: (host op or None, kernel plan or None, the
+        # values that die after the step). A collective body runs it once per iteration.
+        program = self.program
+        self.sequence = [
+            (step.op, None, program.dead_after[k]) if isinstance(step, HostStep)
+            else (None, self.kernels[id(step)], program.dead_after[k])
+            for k, step in enumerate(program.steps)]
 
 
 def compile_program(program, backend, timings=None):
