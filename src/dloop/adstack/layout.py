@@ -26,12 +26,15 @@ def loop_layout(info, cap, order=None):
     cap = np.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     ordered = cap if order is None else cap[order]
-    start = np.zeros_like(cap)
+    running = np.zeros_like(cap)             # the slices' starts, in the order laid out
     if cap.size:
-        np.cumsum(ordered[:-1], out=start[1:])
-    total = int(start[-1] + ordered[-1]) if cap.size else 0
-    if order is not None:
-        start[order] = start.copy()
+        np.cumsum(ordered[:-1], out=running[1:])
+    total = int(running[-1] + ordered[-1]) if cap.size else 0
+    if order is None:
+        start = running
+    else:
+        start = np.empty_like(cap)
+        start[order] = running
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)

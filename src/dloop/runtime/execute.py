@@ -20,11 +20,13 @@ from .host_ops import HOST_IMPLS
 
 
 class TapeHandle:
-    """A taped loop's token at run time: trips per element, and where its stacks live."""
-    __slots__ = ("trips", "layouts", "lease")
+    """A taped loop's token at run time: trips per element, where its stacks live, and the
+    order its elements ran in (None where the kernel had none), which the reverse kernel
+    reuses: the same elements with the same trip counts."""
+    __slots__ = ("trips", "layouts", "lease", "order")
 
-    def __init__(self, trips, layouts, lease):
-        self.trips, self.layouts, self.lease = trips, layouts, lease
+    def __init__(self, trips, layouts, lease, order):
+        self.trips, self.layouts, self.lease, self.order = trips, layouts, lease, order
 
 
 class Execution:
@@ -114,10 +116,12 @@ class Execution:
         n = plan.n_threads
         outs = {v: be.empty(v.aval.shape, v.aval.dtype) for v in step.outputs
                 if v.id not in kernel.accum_outputs}
-        layouts, work = {}, []
+        layouts, work, orders = {}, [], set()
         for token in plan.external_tokens:
-            layouts.update(env[token].layouts)
-            work.append(env[token].trips)
+            handle = env[token]
+            layouts.update(handle.layouts)
+            work.append(handle.trips)
+            orders.add(id(handle.order))
         order = None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
@@ -125,7 +129,9 @@ class Execution:
             layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
             self._check_trips(plan, caps)
         elif n and work:
-            order = self._order(plan.main, work)
+            handle = env[plan.external_tokens[0]]
+            same = len(orders) == 1 and handle.order is not None
+            order = handle.order if same else self._order(plan.main, work)
         buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
         if n:
             if not be.caps.index64:
@@ -138,7 +144,7 @@ class Execution:
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
                 be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
-            env[v] = TapeHandle(arr, layouts, self.lease) if v.aval.is_tape else arr
+            env[v] = TapeHandle(arr, layouts, self.lease, order) if v.aval.is_tape else arr
 
     def _check_index_width(self, plan, sizes):
         """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
@@ -185,7 +191,8 @@ class Execution:
         kernel compiled to run them in an order; None otherwise."""
         if compiled.order_index is None:
             return None
-        total = sum(self.backend.to_numpy(w).reshape(-1).astype(np.int64) for w in work)
+        total = sum(self.backend.to_numpy(w).reshape(-1).astype(np.int64, copy=False)
+                    for w in work)
         return work_order(total)
 
     def _capacities(self, plan, env, n):
@@ -296,13 +303,14 @@ def _host_step(backend, op, args):
 
 
 def work_order(work):
-    """Indices of `work` from largest to smallest, by a stable sort of a 16-bit key (NumPy
-    sorts 16-bit integers by radix: linear time); equal keys keep their order. Above 65,535
-    the work is scaled down, which orders it to within 1/65,535 of its maximum."""
+    """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (NumPy
+    sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
+    255 the work is scaled down, which orders it to within 1/255 of its maximum: enough to
+    let threads that run in lockstep end their loops together."""
     top = int(work.max()) if work.size else 0
-    scaled = work if top < 65536 else work // (top // 65535 + 1)
-    key = (65535 - scaled).astype(np.uint16)
-    return np.argsort(key, kind="stable").astype(np.int64)
+    scaled = work if top < 256 else work // (top // 255 + 1)
+    key = (255 - scaled).astype(np.uint8)
+    return np.argsort(key, kind="stable").astype(np.int64, copy=False)
 
 
 def _value(env, x):
