@@ -24,30 +24,31 @@ SATURATED = 1 << 62
 _LIMIT = float(SATURATED)
 
 
-def _checked(op, a, b):
-    """op(a, b) in int64, saturated at +-2**62 where the exact result would pass it: a float64
-    twin of the computation flags those elements (its rounding is far below the margin). The
-    operands' magnitudes usually show at once that nothing can pass it."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+def _checked(name, a, b, xp):
+    """xp.<name>(a, b) in int64, saturated at +-2**62 where the exact result would pass it: a
+    float64 twin of the computation flags those elements (its rounding is far below the
+    margin). The operands' magnitudes usually show at once that nothing can pass it."""
+    op = getattr(xp, name)
+    a, b = xp.asarray(a, dtype=np.int64), xp.asarray(b, dtype=np.int64)
     ma, mb = _magnitude(a), _magnitude(b)
-    if (ma * mb if op is np.multiply else ma + mb) < SATURATED:
+    if (ma * mb if name == "multiply" else ma + mb) < SATURATED:
         return op(a, b)
     with np.errstate(over="ignore"):
         exact = op(a, b)
         approx = op(a.astype(np.float64), b.astype(np.float64))
-    return np.where(np.abs(approx) < _LIMIT, exact,
-                    np.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
+    return xp.where(xp.abs(approx) < _LIMIT, exact,
+                    xp.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
 
 
 def _magnitude(x):
     return max(-int(x.min()), int(x.max()), 0) if x.size else 0
 
 
-def _as_int64(array):
+def _as_int64(array, xp):
     """An integer array as int64; uint64 values past int64 saturate like the arithmetic."""
-    array = np.asarray(array)
+    array = xp.asarray(array)
     if array.dtype == np.uint64:
-        array = np.minimum(array, np.uint64(SATURATED))
+        array = xp.minimum(array, np.uint64(SATURATED))
     return array.astype(np.int64)
 
 
@@ -69,7 +70,7 @@ class Expr:
 class Const(Expr):
     value: int
 
-    def evaluate(self, env, shape):
+    def evaluate(self, env, shape, xp):
         return np.int64(self.value)
 
     def trend(self, loop):
@@ -84,8 +85,8 @@ class Read(Expr):
     """An integer array known at launch, read at the element's index: n[j]."""
     var: Var
 
-    def evaluate(self, env, shape):
-        return np.broadcast_to(_as_int64(env[self.var]), shape)
+    def evaluate(self, env, shape, xp):
+        return xp.broadcast_to(_as_int64(env[self.var], xp), shape)
 
     def trend(self, loop):
         return 0
@@ -102,7 +103,7 @@ class Index(Expr):
     """The index of an enclosing fori loop (bound by a MaxOver around this expression)."""
     loop: int
 
-    def evaluate(self, env, shape):
+    def evaluate(self, env, shape, xp):
         return env[("index", self.loop)]
 
     def trend(self, loop):
@@ -119,13 +120,13 @@ class Gather(Expr):
     var: Var
     indices: tuple
 
-    def evaluate(self, env, shape):
-        table = _as_int64(env[self.var])
+    def evaluate(self, env, shape, xp):
+        table = _as_int64(env[self.var], xp)
         idx = []
         for e, dim in zip(self.indices, table.shape):
-            i = np.broadcast_to(e.evaluate(env, shape), shape)
-            idx.append(np.clip(np.where(i < 0, i + dim, i), 0, max(dim - 1, 0)))
-        return table[tuple(idx)] if table.size else np.zeros(shape, np.int64)
+            i = xp.broadcast_to(xp.asarray(e.evaluate(env, shape, xp)), shape)
+            idx.append(xp.clip(xp.where(i < 0, i + dim, i), 0, max(dim - 1, 0)))
+        return table[tuple(idx)] if table.size else xp.zeros(shape, np.int64)
 
     def trend(self, loop):
         return None if any(e.trend(loop) != 0 for e in self.indices) else 0
@@ -143,9 +144,11 @@ class Binary(Expr):
     a: Expr
     b: Expr
 
-    def evaluate(self, env, shape):
-        a, b = self.a.evaluate(env, shape), self.b.evaluate(env, shape)
-        return _BINARY[self.op](a, b)
+    def evaluate(self, env, shape, xp):
+        a, b = self.a.evaluate(env, shape, xp), self.b.evaluate(env, shape, xp)
+        if self.op in ("max", "min"):
+            return getattr(xp, _BINARY[self.op])(xp.asarray(a), xp.asarray(b))
+        return _checked(_BINARY[self.op], a, b, xp)
 
     def trend(self, loop):
         ta, tb = self.a.trend(loop), self.b.trend(loop)
@@ -170,10 +173,7 @@ class Binary(Expr):
         return f"({self.a} {self.op} {self.b})"
 
 
-_BINARY = {"+": lambda a, b: _checked(np.add, a, b),
-           "-": lambda a, b: _checked(np.subtract, a, b),
-           "*": lambda a, b: _checked(np.multiply, a, b),
-           "max": np.maximum, "min": np.minimum}
+_BINARY = {"+": "add", "-": "subtract", "*": "multiply", "max": "maximum", "min": "minimum"}
 
 
 def _combine(ta, tb):
@@ -192,23 +192,23 @@ class MaxOver(Expr):
     upper: Expr
     body: Expr
 
-    def evaluate(self, env, shape):
-        lo = np.broadcast_to(self.lower.evaluate(env, shape), shape)
-        hi = np.broadcast_to(self.upper.evaluate(env, shape), shape)
-        count = np.maximum(_checked(np.subtract, hi, lo), 0)
+    def evaluate(self, env, shape, xp):
+        lo = xp.broadcast_to(xp.asarray(self.lower.evaluate(env, shape, xp)), shape)
+        hi = xp.broadcast_to(xp.asarray(self.upper.evaluate(env, shape, xp)), shape)
+        count = xp.maximum(_checked("subtract", hi, lo, xp), 0)
         key = ("index", self.loop)
         if self.body.trend(self.loop) is not None:
             # Monotone in i: the maximum over the range is at one of its ends.
-            ends = [self.body.evaluate({**env, key: end}, shape)
-                    for end in (lo, _checked(np.subtract, hi, 1))]
-            return np.where(count > 0, np.maximum(*ends), 0)
+            ends = [xp.asarray(self.body.evaluate({**env, key: end}, shape, xp))
+                    for end in (lo, _checked("subtract", hi, 1, xp))]
+            return xp.where(count > 0, xp.maximum(*ends), 0)
         if count.size and int(count.max()) > config.max_adstack_bytes:
             # The enclosing loop's own tape cannot fit; do not walk its range.
-            return np.full(shape, SATURATED, np.int64)
-        best = np.zeros(shape, np.int64)
+            return xp.full(shape, SATURATED, np.int64)
+        best = xp.zeros(shape, np.int64)
         for t in range(int(count.max()) if count.size else 0):
-            value = self.body.evaluate({**env, key: lo + t}, shape)
-            best = np.where(t < count, np.maximum(best, value), best)
+            value = self.body.evaluate({**env, key: lo + t}, shape, xp)
+            best = xp.where(t < count, xp.maximum(best, value), best)
         return best
 
     def trend(self, loop):
@@ -226,10 +226,12 @@ def trip_count(lower, upper):
     return Binary("max", upper - lower, Const(0))
 
 
-def evaluate(expr, env, shape):
-    """Per-element int64 capacities, flattened in element order."""
-    out = np.broadcast_to(expr.evaluate(env, tuple(shape)), tuple(shape))
-    return np.ascontiguousarray(out, dtype=np.int64).reshape(-1)
+def evaluate(expr, env, shape, xp=np):
+    """Per-element int64 capacities, flattened in element order, computed with the array
+    namespace xp (NumPy on the host; a device's array library where sizing runs there)."""
+    shape = tuple(shape)
+    out = xp.broadcast_to(xp.asarray(expr.evaluate(env, shape, xp)), shape)
+    return xp.ascontiguousarray(out, dtype=np.int64).reshape(-1)
 
 
 def capacities(op):

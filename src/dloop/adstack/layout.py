@@ -15,25 +15,26 @@ from .capacity import SATURATED
 
 @dataclass
 class LoopLayout:
-    cap: np.ndarray          # int64 per element: slots per stack
-    start: np.ndarray        # int64 per element: exclusive prefix sum of cap
+    cap: object              # int64 per element: slots per stack (NumPy or device array)
+    start: object            # int64 per element: exclusive prefix sum of cap
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap, order=None):
+def loop_layout(info, cap, order=None, xp=np):
     """With `order` (the elements in the order threads run them), the slices are laid out in
-    that order, so threads that run together write neighbouring memory."""
-    cap = np.ascontiguousarray(cap, dtype=np.int64)
+    that order, so threads that run together write neighbouring memory. xp: the array
+    namespace of `cap` and `order` (NumPy, or the device's where sizing runs there)."""
+    cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     ordered = cap if order is None else cap[order]
-    running = np.zeros_like(cap)             # the slices' starts, in the order laid out
+    running = xp.zeros_like(cap)             # the slices' starts, in the order laid out
     if cap.size:
-        np.cumsum(ordered[:-1], out=running[1:])
+        xp.cumsum(ordered[:-1], out=running[1:])
     total = int(running[-1] + ordered[-1]) if cap.size else 0
     if order is None:
         start = running
     else:
-        start = np.empty_like(cap)
+        start = xp.empty_like(cap)
         start[order] = running
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):

@@ -56,6 +56,9 @@ class Caps:
     # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
     # after 65,535): launches whose sized loops reach it are refused rather than cut short.
     max_loop_trips: int = None
+    # Adstack sizing (capacities, element order, layout) runs in the backend's array namespace
+    # `xp` on the device, so per-element arrays never cross to the host and back.
+    sizes_on_device: bool = False
 
 
 _instances = {}

@@ -191,22 +191,23 @@ class Execution:
         kernel compiled to run them in an order; None otherwise."""
         if compiled.order_index is None:
             return None
-        total = sum(self.backend.to_numpy(w).reshape(-1).astype(np.int64, copy=False)
+        total = sum(self._sizing_array(w).reshape(-1).astype(np.int64, copy=False)
                     for w in work)
-        return work_order(total)
+        return work_order(total, self._sizing_xp())
 
     def _capacities(self, plan, env, n):
         caps, to_count = {}, False
+        xp = self._sizing_xp()
         self.sync()
         for nest in plan.nests:
             for loop_id, expr in nest.exprs.items():
                 if config.adstack_capacity is not None:
-                    caps[loop_id] = np.full(n, config.adstack_capacity, dtype=np.int64)
+                    caps[loop_id] = xp.full(n, config.adstack_capacity, dtype=np.int64)
                 elif expr is None:
                     to_count = True
                 else:
-                    host_env = {v: self._host_int(env[v]) for v in expr.vars()}
-                    caps[loop_id] = capacity.evaluate(expr, host_env, plan.step.shape)
+                    known = {v: self._sizing_array(env[v]) for v in expr.vars()}
+                    caps[loop_id] = capacity.evaluate(expr, known, plan.step.shape, xp)
         if to_count:
             caps.update(self._count(plan, env, n))
         return caps
@@ -216,7 +217,7 @@ class Execution:
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
-                layout = loop_layout(info, caps[loop_id], order)
+                layout = loop_layout(info, caps[loop_id], order, self._sizing_xp())
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
@@ -227,8 +228,16 @@ class Execution:
         """Device backends may hold a bool in more than a byte (Vulkan: 32-bit integers)."""
         return self.backend.caps.bool_bytes if dtype == bool else dtype.itemsize
 
-    def _host_int(self, val):
-        return self.backend.to_numpy(val.trips if isinstance(val, TapeHandle) else val)
+    def _sizing_xp(self):
+        """The array namespace adstack sizing computes with: the device's own where the
+        backend says so (capacities, order and layout then never cross to the host), else
+        NumPy."""
+        return self.backend.xp if self.backend.caps.sizes_on_device else np
+
+    def _sizing_array(self, val):
+        val = val.trips if isinstance(val, TapeHandle) else val
+        be = self.backend
+        return be.to_host(val) if be.caps.sizes_on_device else be.to_numpy(val)
 
     def _count(self, plan, env, n):
         kernel = plan.counting.kernel
@@ -237,7 +246,7 @@ class Execution:
         self.backend.launch(plan.counting.artifact, n, buffers)
         self._collect(plan.counting, buffers, {})
         self.sync()
-        counts = self.backend.to_numpy(buffers[kernel.buffer_index("counts")])
+        counts = self._sizing_array(buffers[kernel.buffer_index("counts")])
         counts = counts.reshape(len(kernel.counters), n)
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
@@ -302,7 +311,7 @@ def _host_step(backend, op, args):
     return HOST_IMPLS[op.prim](*host, **op.params)
 
 
-def work_order(work):
+def work_order(work, xp=np):
     """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (NumPy
     sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
     255 the work is scaled down, which orders it to within 1/255 of its maximum: enough to
@@ -310,7 +319,7 @@ def work_order(work):
     top = int(work.max()) if work.size else 0
     scaled = work if top < 256 else work // (top // 255 + 1)
     key = (255 - scaled).astype(np.uint8)
-    return np.argsort(key, kind="stable").astype(np.int64, copy=False)
+    return xp.argsort(key, kind="stable").astype(np.int64, copy=False)
 
 
 def _value(env, x):

@@ -104,3 +104,28 @@ def test_empty_launch_allocates_nothing():
     before = be.reserved_bytes()
     g = dl.grad(lambda x: _decay(x, cp.zeros(0, cp.int64)))(cp.ones(0))
     assert g.shape == (0,) and be.reserved_bytes() == before
+
+
+def test_adstack_sizing_stays_on_the_device(monkeypatch):
+    """Capacities, element order and layout are computed by CuPy: no per-element array is
+    downloaded during a gradient (only scalars: the largest capacity, the total slots), and
+    the gradient is still exact, for a fori loop (capacity expression) and a while loop
+    (counted trips)."""
+    backend = get_backend("cuda")
+    sizes = []
+    real = type(backend).to_numpy
+    monkeypatch.setattr(type(backend), "to_numpy",
+                        lambda self, x: sizes.append(int(np.size(x))) or real(self, x))
+    n_elems = 4096
+    n = cp.asarray(np.arange(n_elems) % 37)
+    x = cp.linspace(0.5, 1.5, n_elems)
+    g = dl.grad(lambda x: _decay(x, n))(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** (np.arange(n_elems) % 37), rtol=1e-12)
+
+    def halvings(x):
+        return dl.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, x).sum()
+    y = cp.linspace(1.5, 300.0, n_elems)
+    g = dl.grad(halvings)(y)
+    steps = np.ceil(np.log2(cp.asnumpy(y)))         # halvings until v <= 1
+    np.testing.assert_allclose(cp.asnumpy(g), 0.5 ** steps, rtol=1e-12)
+    assert max(sizes, default=0) < n_elems, sizes

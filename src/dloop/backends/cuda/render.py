@@ -13,7 +13,7 @@ from .ops import const, ctype, expr, storage_ctype
 
 # Every CUDA device NVRTC 13 targets (sm_75 and later) has float64, 64-bit and float atomics
 # and CUDA's math library in both widths. 256-byte heap regions keep every load aligned.
-CUDA_CAPS = Caps(align=256, order_elements=True)
+CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True)
 
 HEADER = "dloop/adstack.cuh"      # the include name of _native/cuda/adstack.cuh
 KERNEL_NAME = "dloop_kernel"
