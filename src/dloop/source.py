@@ -1,5 +1,6 @@
 """Capture of the user's file:line, so any later error can name the line that caused it."""
 
+import functools
 import os
 import sys
 
@@ -8,6 +9,7 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 _THIRD_PARTY_INTERNAL = (os.sep + "numpy" + os.sep, os.sep + "array_api_compat" + os.sep)
 
 
+@functools.lru_cache(maxsize=4096)       # called for every frame of every traced op
 def _is_internal(path):
     if path.startswith(_PACKAGE_DIR) or path.startswith("<frozen"):
         return True

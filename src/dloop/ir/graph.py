@@ -1,5 +1,6 @@
 """STAGE 2 — graph IR: typed values, ops and graphs; loops are ops that hold body graphs."""
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -25,6 +26,11 @@ class Aval:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __str__(self):
+        return self.text
+
+    @functools.cached_property
+    def text(self):
+        """Written into every program's cache key, at every call: made once per value."""
         base = f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
         return "tape" + base if self.is_tape else base
 

@@ -145,11 +145,21 @@ def _check_pred(pred, src):
     return pred
 
 
+# Plain functions already seen to accept n positional arguments, by what decides that (the
+# code object and the defaults): inspect.signature costs more than tracing a small body, and
+# a loop body is usually a new closure over the same code at every call.
+_ACCEPTS = set()
+
+
 def _check_arity(fn, fname, how, n, src):
     """A function that cannot take the arguments the loop passes, said before it is called
     (a TypeError from inside the call would name a lambda deep in the trace)."""
     if not callable(fn):
         raise DloopTypeError(f"{fname} must be a function, got {type(fn).__name__}", src)
+    key = (fn.__code__, len(fn.__defaults__ or ()), tuple(fn.__kwdefaults__ or ()), n) \
+        if inspect.isfunction(fn) else None
+    if key in _ACCEPTS:
+        return
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -159,6 +169,8 @@ def _check_arity(fn, fname, how, n, src):
     except TypeError:
         raise DloopTypeError(f"{fname} takes parameters {signature}, but {how} ({n} "
                              f"positional argument{'s' if n > 1 else ''})", src) from None
+    if key is not None:
+        _ACCEPTS.add(key)
 
 
 def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):

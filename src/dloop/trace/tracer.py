@@ -28,6 +28,7 @@ class Builder:
         self.ops = []
         self.inputs = []
         self.captures = {}        # parent-level Var -> input Var of this builder
+        self._captured_from = {}  # the reverse: input Var of this builder -> parent-level Var
         self.consts = {}          # top level only: const Var -> np.ndarray
         self._const_ids = {}
         self.active = True
@@ -91,6 +92,7 @@ class Builder:
         if inner is None:
             inner = Var(outer.aval)
             self.captures[outer] = inner
+            self._captured_from[inner] = outer
         return inner
 
     def owner_of(self, var):
@@ -98,7 +100,7 @@ class Builder:
         captured value is followed out to the builder it was captured from."""
         b = self
         while True:
-            outer = next((o for o, i in b.captures.items() if i is var), None)
+            outer = b._captured_from.get(var)
             if outer is None:
                 return b, var
             b, var = b.parent, outer
@@ -108,7 +110,7 @@ class Builder:
         `used_below`) reads: left behind when a loop was hoisted out of this builder."""
         read = {x for op in self.ops for x in op.inputs} | set(used_below)
         for outer in [o for o, i in self.captures.items() if i not in read]:
-            del self.captures[outer]
+            del self._captured_from[self.captures.pop(outer)]
         return set(self.captures)
 
     def emit(self, prim, inputs, params, src):
