@@ -37,3 +37,18 @@ def test_cache_clear(tmp_path):
     out = cli("cache", "clear", cache_dir=tmp_path)
     assert out.startswith("removed ") and str(tmp_path) in out
     assert dl.runtime.cache.size(str(tmp_path)) == 0
+
+
+def test_a_binding_without_its_native_library_is_unavailable(monkeypatch):
+    """The vulkan package raises OSError at import where no Vulkan loader is installed: the
+    backend is reported unavailable with the reason, not a crash of `info` or of a run."""
+    import importlib
+    real = importlib.import_module
+
+    def no_loader(name, *args):
+        if name == "vulkan":
+            raise OSError("Cannot find Vulkan SDK version")
+        return real(name, *args)
+    monkeypatch.setattr(importlib, "import_module", no_loader)
+    ok, why = dl.backends.base.available("vulkan")
+    assert not ok and "cannot load its native library" in why and "Vulkan SDK" in why

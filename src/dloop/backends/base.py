@@ -76,6 +76,10 @@ def available(name):
         cls = getattr(importlib.import_module(row.module), row.cls)
     except ImportError as e:
         return False, f"backend {name!r} needs {e.name or e}: {e}"
+    except OSError as e:
+        # A binding that is installed but finds no native library: the vulkan package
+        # raises OSError at import when no Vulkan loader (libvulkan) is on the system.
+        return False, f"backend {name!r} cannot load its native library: {e}"
     probe = getattr(cls, "probe", None)
     return probe() if probe else (True, "")
 
