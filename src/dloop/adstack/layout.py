@@ -10,6 +10,7 @@ import numpy as np
 
 from ..config import config
 from ..errors import DloopMemoryError
+from . import parallel
 from .capacity import SATURATED
 
 
@@ -26,16 +27,26 @@ def loop_layout(info, cap, order=None, xp=np):
     namespace of `cap` and `order` (NumPy, or the device's where sizing runs there)."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
-    ordered = cap if order is None else cap[order]
-    running = xp.zeros_like(cap)             # the slices' starts, in the order laid out
-    if cap.size:
-        xp.cumsum(ordered[:-1], out=running[1:])
+    host = xp is np                          # host arrays: split over threads
+    if order is None:
+        ordered = cap
+    else:
+        ordered = parallel.take(cap, order) if host else cap[order]
+    if host:
+        running = parallel.exclusive_cumsum(ordered)    # the slices' starts, in that order
+    else:
+        running = xp.zeros_like(cap)
+        if cap.size:
+            xp.cumsum(ordered[:-1], out=running[1:])
     total = int(running[-1] + ordered[-1]) if cap.size else 0
     if order is None:
         start = running
     else:
         start = xp.empty_like(cap)
-        start[order] = running
+        if host:
+            parallel.scatter(start, order, running)
+        else:
+            start[order] = running
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)

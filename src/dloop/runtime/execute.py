@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from ..adstack import capacity
+from ..adstack import capacity, parallel
 from ..adstack.layout import loop_layout
 from ..config import config
 from ..errors import DloopNotImplementedError, DloopValueError
@@ -315,10 +315,13 @@ def work_order(work, xp=np):
     """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (NumPy
     sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
     255 the work is scaled down, which orders it to within 1/255 of its maximum: enough to
-    let threads that run in lockstep end their loops together."""
+    let threads that run in lockstep end their loops together. On the host, large arrays
+    are sorted in one part per thread (adstack/parallel.py)."""
     top = int(work.max()) if work.size else 0
     scaled = work if top < 256 else work // (top // 255 + 1)
     key = (255 - scaled).astype(np.uint8)
+    if xp is np:
+        return parallel.order_by_key(key)
     return xp.argsort(key, kind="stable").astype(np.int64, copy=False)
 
 

@@ -1,0 +1,107 @@
+"""Host-side array work split over threads. Adstack sizing touches every element at each
+launch that sizes (the element order, the layout's gather, prefix sum and scatter); on a
+many-core machine it would otherwise run on one core between kernels that use all of them.
+NumPy releases the GIL in the calls used on the chunks (take, cumsum, argsort, bincount,
+fancy assignment), so the chunks run in parallel. Each chunk writes a disjoint part of the
+output, and the result is the same as the one-thread computation, bit for bit."""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..config import config
+
+MIN_CHUNK = 1 << 16          # below this many elements per thread, threads cost more than they save
+
+_lock = threading.Lock()
+_pool = [None, 0]            # (executor, workers)
+
+
+def _reset_after_fork():
+    global _lock
+    _lock = threading.Lock()
+    _pool[:] = [None, 0]
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def parts(n):
+    """[(lo, hi)] splitting range(n) into one chunk per thread, or a single chunk."""
+    workers = config.num_threads or os.cpu_count() or 1
+    k = max(1, min(workers, n // MIN_CHUNK))
+    edges = [n * c // k for c in range(k + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def run(fn, chunks):
+    """[fn(c, lo, hi) for each chunk c], the first on the calling thread."""
+    if len(chunks) == 1:
+        return [fn(0, *chunks[0])]
+    with _lock:
+        pool, workers = _pool
+        if pool is None or workers < len(chunks) - 1:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = ThreadPoolExecutor(max_workers=len(chunks) - 1,
+                                      thread_name_prefix="dloop-host")
+            _pool[:] = [pool, len(chunks) - 1]
+    futures = [pool.submit(fn, c, lo, hi) for c, (lo, hi) in enumerate(chunks) if c]
+    first = fn(0, *chunks[0])
+    return [first] + [f.result() for f in futures]
+
+
+def order_by_key(key):
+    """A permutation of range(key.size) that sorts each of a few contiguous parts (one per
+    thread) by key, stably: np.argsort(key, kind="stable") when there is one part. Elements
+    run in this order only so that lanes and warps get loops of about equal length; a
+    global merge would cost more passes than the part sorts themselves."""
+    chunks = parts(key.size)
+    if len(chunks) == 1:
+        return np.argsort(key, kind="stable")
+    order = np.empty(key.size, np.int64)
+
+    def sort_part(c, lo, hi):
+        order[lo:hi] = np.argsort(key[lo:hi], kind="stable")
+        order[lo:hi] += lo
+    run(sort_part, chunks)
+    return order
+
+
+def take(values, indices):
+    """values[indices] (1-D)."""
+    chunks = parts(indices.size)
+    if len(chunks) == 1:
+        return values[indices]
+    out = np.empty(indices.size, values.dtype)
+    run(lambda c, lo, hi: np.take(values, indices[lo:hi], out=out[lo:hi]), chunks)
+    return out
+
+
+def exclusive_cumsum(values):
+    """[0, v0, v0 + v1, ...] (without the total), as int64."""
+    out = np.zeros(values.size, np.int64)
+    chunks = parts(values.size)
+    if len(chunks) == 1:
+        if values.size:
+            np.cumsum(values[:-1], out=out[1:])
+        return out
+    sums = np.array(run(lambda c, lo, hi: int(values[lo:hi].sum()), chunks), np.int64)
+    offsets = np.cumsum(sums) - sums
+
+    def scan(c, lo, hi):
+        np.cumsum(values[lo:hi - 1], out=out[lo + 1:hi])
+        out[lo:hi] += offsets[c]
+    run(scan, chunks)
+    return out
+
+
+def scatter(out, indices, values):
+    """out[indices] = values, for indices without repeats (a permutation)."""
+    chunks = parts(indices.size)
+    if len(chunks) == 1:
+        out[indices] = values
+        return
+    run(lambda c, lo, hi: out.__setitem__(indices[lo:hi], values[lo:hi]), chunks)
