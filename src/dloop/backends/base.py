@@ -48,6 +48,9 @@ class Caps:
     max_buffer_bytes: int = 1 << 62    # the largest buffer one binding can address
     align: int = 64                    # heap region alignment, bytes
     native_math: frozenset = ALL_MATH  # (op, dtype name) pairs rendered without legalization
+    # False where float division may be a few ulps off (Vulkan allows it): floor division and
+    # modulo then use a correctly rounded division of their own (kernel/exactdiv.py).
+    rounded_division: bool = True
     # Run the elements of a kernel with per-element loops ordered by trip count (longest
     # first) where the trip counts are known at launch: for backends that run groups of
     # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.
