@@ -42,3 +42,93 @@ def rough_division(ulps=3, ops=("div", "sqrt")):
         yield
     finally:
         interpret_run.evaluate = exact
+
+
+# -- contraction: what a driver free to fuse a * b + c into one rounding computes --
+
+def _two_prod(a, b):
+    p = a * b
+    split = 2.0 ** ((np.finfo(a.dtype).nmant + 2) // 2) + 1.0
+    c = a * split
+    ah = c - (c - a)
+    c = b * split
+    bh = c - (c - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def fma(a, b, c):
+    """a b + c rounded once (to within the last bit in rare double-rounding cases)."""
+    with np.errstate(all="ignore"):
+        if a.dtype == np.float32:
+            wide = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+            return wide.astype(np.float32)
+        p, e = _two_prod(a, b)
+        s = p + c
+        bb = s - p
+        t = (p - (s - bb)) + (c - bb)
+        out = s + (t + e)
+        return np.where(np.isfinite(out), out, p + c)
+
+
+FUSED = {"fma_add": lambda a, b, c, out: fma(a, b, c),
+         "fma_sub": lambda a, b, c, out: fma(a, b, -c),
+         "fma_rsub": lambda a, b, c, out: fma(-a, b, c)}
+
+
+def fuse(kernel):
+    """kernel with every float add or subtract of a product contracted into one fused op
+    (the product stays for its other uses), as a driver may do without NoContraction."""
+    import dataclasses
+    from dloop.kernel import kir
+    products = {}
+
+    def block(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, kir.Assign) and s.out.dtype.kind == "f":
+                if s.op == "mul":
+                    products[s.out] = s.args
+                elif s.op in ("add", "sub") and any(a in products for a in s.args):
+                    first = s.args[0] in products
+                    m, c = (s.args[0], s.args[1]) if first else (s.args[1], s.args[0])
+                    op = "fma_add" if s.op == "add" else ("fma_sub" if first else "fma_rsub")
+                    s = kir.Assign(s.out, op, (*products[m], c), s.src)
+            for inner in ("body", "cond_body"):
+                if hasattr(s, inner):
+                    s = dataclasses.replace(s, **{inner: block(getattr(s, inner))})
+            out.append(s)
+        return out
+    return dataclasses.replace(kernel, body=block(kernel.body))
+
+
+@contextlib.contextmanager
+def loose_device(ulps=3, fused=True):
+    """Inside: the interpreter backend legalizes like a Vulkan device with float64 (every
+    transcendental from kernel/mathlib.py, caps.rounded_division False), optionally fuses
+    products into adds (fuse), and runs divisions and square roots `ulps` off."""
+    from dloop import api
+    from dloop.backends.base import Caps, get_backend
+    from dloop.backends.interpret.launch import InterpretBackend
+    from dloop.kernel import core
+    from dloop.kernel.legalize import legalize
+    caps = Caps(native_math=frozenset(), rounded_division=False)
+    plain = InterpretBackend.legalize
+
+    def loose(self, kernel):
+        kernel = legalize(kernel, caps)
+        return fuse(kernel) if fused else kernel
+    def forget():         # programs and kernels compiled in the other mode
+        api._PROGRAMS.clear()
+        get_backend("interpret")._artifacts.clear()
+    forget()
+    InterpretBackend.legalize = loose
+    core.EVALUATE.update(FUSED)
+    try:
+        with rough_division(ulps) if ulps else contextlib.nullcontext():
+            yield
+    finally:
+        InterpretBackend.legalize = plain
+        for k in FUSED:
+            core.EVALUATE.pop(k)
+        forget()

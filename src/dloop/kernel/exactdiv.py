@@ -103,3 +103,50 @@ def div_by_zero(e, x, y):
     """x / y for y = +-0: NaN for x zero or NaN, else an infinity signed as x / y."""
     inf = e.op("copysign", np.inf, signed_zero(e, x, y))
     return e.select(x.ne(x) | x.eq(0.0), np.nan, inf)
+
+
+def _safe(e, *values):
+    """Each |value| within 2^(+-(emax - 2p)): Dekker's split cannot overflow, and its error
+    terms are not subnormal."""
+    info = np.finfo(values[0].dtype)
+    lo, hi = 2.0 ** (info.minexp + 2 * (info.nmant + 1)), 2.0 ** (info.maxexp - info.nmant - 1)
+    safe = e.const(True, bool)
+    for v in values:
+        av = e.op("abs", v)
+        safe = safe & (av >= lo) & (av <= hi)
+    return safe
+
+
+def _near_one(e, x):
+    """(x s, s, 1 / s) with s a power of two that brings |x| from beyond 2^(+-0.4 emax)
+    back inside (exact), for Newton steps on values of any magnitude."""
+    edge = np.finfo(x.dtype).maxexp
+    near, far = 2.0 ** (edge * 2 // 5), 2.0 ** (edge * 3 // 5)
+    ax = e.op("abs", x)
+    small, big, one = ax < 1.0 / near, ax > near, e.const(1.0, x.dtype)
+    s = e.select(small, far, e.select(big, 1.0 / far, one))
+    return x * s, s, e.select(small, 1.0 / far, e.select(big, far, one))
+
+
+def div_refined(e, a, b):
+    """a / b within half an ulp and a hair (a Newton step from a division a few ulps off),
+    for kernel/mathlib.py's quotients, whose error bounds assume a rounded division. The
+    operands are scaled near 1 first; the plain quotient is kept where they still are not
+    _safe (only in float32, or at zeros, infinities and NaN). Subnormal quotients may round
+    twice."""
+    (sa, _, ia), (sb, scale_b, _) = _near_one(e, a), _near_one(e, b)
+    q = sa / sb
+    refined = q + _residual(q, sa, sb) / sb
+    q = e.select(_safe(e, sa, sb, q), refined, q)
+    # Scales that cancel are not applied at all: one at a time, they could overflow.
+    return e.select((ia * scale_b).eq(1.0), q, q * ia * scale_b)
+
+
+def sqrt_refined(e, x):
+    """sqrt(x) within half an ulp and a hair, from one a few ulps off (Vulkan's)."""
+    s = e.op("sqrt", x)
+    p = s * s
+    sh, sl = _split(s)
+    err = ((sh * sh - p) + 2.0 * sh * sl) + sl * sl                # s^2 = p + err exactly
+    refined = s + ((x - p) - err) / (2.0 * s)
+    return e.select(_safe(e, x, s), refined, s)

@@ -51,12 +51,30 @@ def _assign(s, caps):
         return [s]
     e = Emitter()
     result = rule(e, *[e.wrap(a) for a in s.args])
-    if e.stmts and e.stmts[-1].out is result.x:
+    stmts = _define(e.stmts, result, s.out)
+    if s.op in TRANSCENDENTAL and not getattr(caps, "rounded_division", True):
+        stmts = [t for stmt in stmts for t in _refine_division(stmt)]
+    return stmts
+
+
+def _define(stmts, result, out):
+    """stmts, then `out` defined as result."""
+    if stmts and stmts[-1].out is result.x:
         # The last statement computes the result: it defines the original variable instead.
-        last = e.stmts.pop()
-        return e.stmts + [kir.Assign(s.out, last.op, last.args)]
+        last = stmts.pop()
+        return stmts + [kir.Assign(out, last.op, last.args)]
     true = kir.Const(True, BOOL)
-    return e.stmts + [kir.Assign(s.out, "select", (true, result.x, result.x))]
+    return stmts + [kir.Assign(out, "select", (true, result.x, result.x))]
+
+
+def _refine_division(s):
+    """mathlib's error bounds assume a rounded division and square root: a Newton step
+    where they are rough."""
+    refine = {"div": exactdiv.div_refined, "sqrt": exactdiv.sqrt_refined}.get(s.op)
+    if refine is None:
+        return [s]
+    e = Emitter()
+    return _define(e.stmts, refine(e, *[e.wrap(a) for a in s.args]), s.out)
 
 
 def _rule(op, dtype, out_dtype, caps):
