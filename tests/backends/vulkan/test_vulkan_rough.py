@@ -124,3 +124,29 @@ def test_float_arithmetic_is_never_contracted():
             arith.add(words[k + 2])
         k += count
     assert len(arith) > 100 and arith <= decorated
+
+
+# Documented bounds (docs/math.md) of the float64 functions with quotients or square roots.
+MATH_BOUNDS = {"atan2": 1, "tan": 2, "asin": 2, "acosh": 2, "atanh": 2, "cosh": 1}
+
+
+@pytest.mark.parametrize("op", sorted(MATH_BOUNDS))
+def test_math_within_bounds_with_rough_division(rough, op):
+    """kernel/mathlib.py on lavapipe with rough divisions and roots, Newton steps included."""
+    if not rough.features.float64:
+        pytest.skip("the device has no float64")
+    rng = np.random.default_rng(3)
+    n = 20000
+    x = np.concatenate([rng.uniform(-1, 1, n), 2.0 ** rng.uniform(-60, 60, n)])
+    if op == "acosh":
+        x = 1 + np.abs(x)
+    y = np.concatenate([2.0 ** rng.uniform(-60, 60, n), rng.uniform(-1, 1, n)])
+    args = [x, y] if op == "atan2" else [x]
+    got = _run(rough, _kernel(op, F64, len(args)), args)
+    with np.errstate(all="ignore"):
+        want = getattr(np, {"atan2": "arctan2", "asin": "arcsin", "acosh": "arccosh",
+                            "atanh": "arctanh"}.get(op, op))(*args)
+    finite = np.isfinite(want)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    err = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]))
+    assert err.max() <= MATH_BOUNDS[op], (op, err.max(), x[finite][err.argmax()])
