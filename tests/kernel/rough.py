@@ -1,13 +1,20 @@
-"""A rough float division for the interpreter: every `div` (and `sqrt`) result is moved a few
-ulps, as Vulkan allows (OpFDiv: 2.5 ulps in float32; float64 only as precise as float32)
-and NVIDIA's driver does. The ulps come from a hash of the exact result's bits, so every
-run moves the same values the same way, and both directions are taken."""
+"""A loose device on the interpreter, as Vulkan allows and NVIDIA's driver is:
+rough_division moves every `div` (and `sqrt`) result a few ulps (OpFDiv: 2.5 ulps in float32;
+float64 only as precise as float32), by a hash of the exact result's bits, so every run moves
+the same values the same way, in both directions; fuse contracts products into adds;
+loose_device runs whole programs so, with the transcendentals from kernel/mathlib.py."""
 
 import contextlib
+import dataclasses
 
 import numpy as np
 
+from dloop import api
+from dloop.backends.base import Caps, get_backend
 from dloop.backends.interpret import run as interpret_run
+from dloop.backends.interpret.launch import InterpretBackend
+from dloop.kernel import core, kir
+from dloop.kernel.legalize import legalize
 
 
 def nudge(x, ulps):
@@ -79,8 +86,6 @@ FUSED = {"fma_add": lambda a, b, c, out: fma(a, b, c),
 def fuse(kernel):
     """kernel with every float add or subtract of a product contracted into one fused op
     (the product stays for its other uses), as a driver may do without NoContraction."""
-    import dataclasses
-    from dloop.kernel import kir
     products = {}
 
     def block(stmts):
@@ -107,11 +112,6 @@ def loose_device(ulps=3, fused=True):
     """Inside: the interpreter backend legalizes like a Vulkan device with float64 (every
     transcendental from kernel/mathlib.py, caps.rounded_division False), optionally fuses
     products into adds (fuse), and runs divisions and square roots `ulps` off."""
-    from dloop import api
-    from dloop.backends.base import Caps, get_backend
-    from dloop.backends.interpret.launch import InterpretBackend
-    from dloop.kernel import core
-    from dloop.kernel.legalize import legalize
     caps = Caps(native_math=frozenset(), rounded_division=False)
     plain = InterpretBackend.legalize
 

@@ -2,8 +2,10 @@
 
 Vulkan lets OpFDiv be 2.5 ulps off in float32, and a float64 one only as precise as float32
 (NVIDIA's driver is not correctly rounded), while NumPy's floor division is pinned bit for
-bit: for quotients of 2^p and more it is the correctly rounded quotient itself. legalize()
-builds floor division and modulo on div_rn() where caps.rounded_division is False.
+bit: for quotients of 2^p and more it is the correctly rounded quotient itself. Where
+caps.rounded_division is False, legalize() builds floor division and modulo on div_rn(), and
+gives each quotient and square root of kernel/mathlib.py a Newton step (div_refined,
+sqrt_refined), whose error bounds assume rounded ones.
 
 div_rn(a, b): |a| and |b| are scaled by powers of two into [1, 2) (exact, and only adds,
 compares, selects and multiplications by powers of two: no 64-bit integers needed). Two
