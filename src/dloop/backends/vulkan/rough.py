@@ -1,10 +1,11 @@
 """STAGE 5 — vulkan, for tests: a rough float division and square root on any device.
 
 Vulkan lets OpFDiv be 2.5 ulps off in float32 and float64 only as precise as float32, and
-NVIDIA's driver is not correctly rounded, while lavapipe is. With a backend's `rough_ulps`
-set to 3, every division and square root result (finite, nonzero) is moved 1 to 3 ulps,
-up or down by a hash of its bits, so lavapipe runs what a loose driver might: the code
-that must stay exact (kernel/exactdiv.py, ops._frem) is tested on it. float64 needs
+NVIDIA's driver is not correctly rounded, while lavapipe is. With a backend's `rough` set,
+every division and square root result (finite, nonzero) is moved 1 to 3 ulps, up or down
+by a hash of its bits, so lavapipe runs what a loose driver might: the code that must stay
+exact or within its bounds (kernel/exactdiv.py, ops._frem, kernel/mathlib.py) is tested
+on it. float64 needs
 shaderInt64 for this; without it, float64 results are left as they are."""
 
 import numpy as np
