@@ -11,9 +11,11 @@ import pytest
 from opkernels import assert_same_bits, op_kernel, run, same_bits
 from rough import nudge, rough_division
 
+from dloop.backends.base import available
 from dloop.kernel.legalize import legalize
 
 F64, F32 = np.dtype(np.float64), np.dtype(np.float32)
+BACKENDS = ["interpret"] + [b for b in ("cpu",) if available(b)[0]]
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,9 @@ def test_floordiv_and_mod_exact_under_rough_division(op, dtype, ulps):
     with rough_division(ulps):
         got = run("interpret", kernel, [x, y])
     assert_same_bits(got, numpy_answer(op, x, y), [x, y])
-    # And the same code with exact division too (the CPU and CUDA path checks the rest).
-    assert_same_bits(run("interpret", kernel, [x, y]), numpy_answer(op, x, y), [x, y])
+    # And the same code with exact division, on the interpreter and the CPU backend.
+    for backend in BACKENDS:
+        assert_same_bits(run(backend, kernel, [x, y]), numpy_answer(op, x, y), [x, y])
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
