@@ -49,6 +49,10 @@ class Caps:
     max_buffer_bytes: int = 1 << 62    # the largest buffer one binding can address
     align: int = 64                    # heap region alignment, bytes
     native_math: frozenset = ALL_MATH  # (op, dtype name) pairs rendered without legalization
+    # False where float division and sqrt may be a few ulps off (Vulkan allows it): floor
+    # division and modulo then use a correctly rounded division of their own, and the
+    # software math a Newton step per quotient and root (kernel/exactdiv.py).
+    rounded_division: bool = True
     # Run the elements of a kernel with per-element loops ordered by trip count (longest
     # first) where the trip counts are known at launch: for backends that run groups of
     # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.

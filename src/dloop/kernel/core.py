@@ -3,8 +3,11 @@
 Each is a plain IEEE-754 / two's-complement machine operation that C, CUDA, LLVM and SPIR-V
 all have directly. Operands of a binary op share one dtype; `out` is the result variable.
 
-  add sub mul        float: IEEE, round to nearest even. int: wrapping. bool: never.
-  div                float only.
+  add sub mul        float: IEEE, round to nearest even, each rounded once (never fused).
+                     int: wrapping. bool: never.
+  div                float only. Correctly rounded, like sqrt, except where the backend's
+                     caps.rounded_division is False (Vulkan: a few ulps); legalize then
+                     keeps the composites exact by itself (kernel/exactdiv.py).
   neg                float: flips the sign bit (so -0.0 and NaN too). int: wrapping 0 - x.
   lt le gt ge eq     float: ordered, False when either operand is NaN. int: signed.
                      bool: unsigned (False < True).

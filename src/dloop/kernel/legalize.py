@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from . import kir, mathlib
+from . import exactdiv, kir, mathlib
 from .core import CORE, TRANSCENDENTAL, Emitter
 
 BOOL = np.dtype(bool)
@@ -51,12 +51,30 @@ def _assign(s, caps):
         return [s]
     e = Emitter()
     result = rule(e, *[e.wrap(a) for a in s.args])
-    if e.stmts and e.stmts[-1].out is result.x:
+    stmts = _define(e.stmts, result, s.out)
+    if s.op in TRANSCENDENTAL and not getattr(caps, "rounded_division", True):
+        stmts = [t for stmt in stmts for t in _refine_division(stmt)]
+    return stmts
+
+
+def _define(stmts, result, out):
+    """stmts, then `out` defined as result."""
+    if stmts and stmts[-1].out is result.x:
         # The last statement computes the result: it defines the original variable instead.
-        last = e.stmts.pop()
-        return e.stmts + [kir.Assign(s.out, last.op, last.args)]
+        last = stmts.pop()
+        return stmts + [kir.Assign(out, last.op, last.args)]
     true = kir.Const(True, BOOL)
-    return e.stmts + [kir.Assign(s.out, "select", (true, result.x, result.x))]
+    return stmts + [kir.Assign(out, "select", (true, result.x, result.x))]
+
+
+def _refine_division(s):
+    """mathlib's error bounds assume a rounded division and square root: a Newton step
+    where they are rough."""
+    refine = {"div": exactdiv.div_refined, "sqrt": exactdiv.sqrt_refined}.get(s.op)
+    if refine is None:
+        return [s]
+    e = Emitter()
+    return _define(e.stmts, refine(e, *[e.wrap(a) for a in s.args]), s.out)
 
 
 def _rule(op, dtype, out_dtype, caps):
@@ -69,6 +87,8 @@ def _rule(op, dtype, out_dtype, caps):
     if op == "convert":
         return _convert_rule(np.dtype(dtype), np.dtype(out_dtype))
     if _is_float(dtype):
+        if op in ("floordiv", "mod") and not getattr(caps, "rounded_division", True):
+            return ROUGH_DIVISION_RULES[op]
         return FLOAT_RULES.get(op)
     if dtype == BOOL and op in BOOL_RULES:
         return BOOL_RULES[op]
@@ -103,18 +123,30 @@ def _saturating_ftoi(e, x, dst):
 
 # -- floats --
 
-def _float_divmod(e, x, y):
-    """NumPy's npy_divmod, step by step: (floor quotient, remainder with the divisor's sign)."""
+def _float_divmod(e, x, y, rounded=True):
+    """NumPy's npy_divmod, step by step: (floor quotient, remainder with the divisor's sign).
+    rounded=False: the backend's division may be a few ulps off, so the quotient comes from
+    exactdiv.div_rn, and x / y where it is a zero or infinity from the signs."""
     mod = e.op("frem", x, y)
-    div = (x - mod) / y
+    num = x - mod
+    if rounded:
+        div, quotient = num / y, x / y
+    else:
+        # num is 0, NaN, or at least |y| / 2: no subnormal quotient. y = 0 is done below.
+        ok = (e.op("abs", num) < np.inf) & num.ne(0) & (e.op("abs", y) < np.inf) & y.ne(0)
+        one = e.const(1.0, x.dtype)
+        exact = exactdiv.div_rn(e, e.select(ok, num, one), e.select(ok, y, one))
+        div = e.select(ok, exact, e.select(num.ne(num), num, e.const(0.0, x.dtype)))
+        zero = exactdiv.signed_zero(e, x, y)
+        quotient = e.select(y.eq(0), exactdiv.div_by_zero(e, x, y), zero)
     fix = mod.ne(0) & ((y < 0) ^ (mod < 0))
     mod = e.select(fix, mod + y, e.select(mod.ne(0), mod, e.op("copysign", 0.0, y)))
     div = e.select(fix, div - 1.0, div)
     fl = e.op("floor", div)
     fl = e.select(div - fl > 0.5, fl + 1.0, fl)
-    fl = e.select(div.ne(0), fl, e.op("copysign", 0.0, x / y))
+    fl = e.select(div.ne(0), fl, e.op("copysign", 0.0, quotient))
     y_zero = y.eq(0)
-    return e.select(y_zero, x / y, fl), e.select(y_zero, e.op("frem", x, y), mod)
+    return e.select(y_zero, quotient, fl), e.select(y_zero, e.op("frem", x, y), mod)
 
 
 def _float_maxmin(cmp):
@@ -136,6 +168,10 @@ FLOAT_RULES = {
     "max": _float_maxmin("__gt__"),
     "min": _float_maxmin("__lt__"),
     "sign": _float_sign,
+}
+ROUGH_DIVISION_RULES = {
+    "floordiv": lambda e, x, y: _float_divmod(e, x, y, rounded=False)[0],
+    "mod": lambda e, x, y: _float_divmod(e, x, y, rounded=False)[1],
 }
 
 

@@ -21,6 +21,9 @@ def encode(opname, operands):
     return [(len(words) + 1) << 16 | OP[opname]] + words
 
 
+_UNFUSED = frozenset(("FAdd", "FSub", "FMul"))
+
+
 class Module:
     SECTIONS = ("capability", "extension", "import", "memory_model", "entry", "mode", "debug",
                 "name", "annotation", "global")
@@ -183,8 +186,13 @@ class Function:
         self._written_line = self._line
 
     def op(self, opname, result_type, *operands):
-        """An instruction with a result; returns its id."""
+        """An instruction with a result; returns its id. Float adds, subtracts and
+        multiplies are NoContraction: each rounds once, as kernel/core.py pins, since a
+        driver free to fuse a * b + c into an Fma breaks the exact-product and two-sum steps
+        of kernel/mathlib.py, kernel/exactdiv.py and ops._frem."""
         rid = self.m.id()
+        if opname in _UNFUSED:
+            self.m.decorate(rid, "NoContraction")
         self._emit_line()
         self.blocks[-1].append(encode(opname, [result_type, rid, *operands]))
         return rid

@@ -56,6 +56,7 @@ _LAVAPIPE_LOOP_LIMIT = 65_535
 
 class VulkanBackend(Backend):
     name = "vulkan"
+    rough = False       # tests: divisions and square roots a few ulps off (vulkan/rough.py)
 
     @classmethod
     def probe(cls):
@@ -76,6 +77,7 @@ class VulkanBackend(Backend):
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
                          native_math=native_math(f), order_elements=True,
+                         rounded_division=False,
                          max_loop_trips=_LAVAPIPE_LOOP_LIMIT if "llvmpipe" in f.name
                          else None)
         self._empty = None
@@ -83,7 +85,7 @@ class VulkanBackend(Backend):
     # -- compile --
     def render(self, kernel):
         self._check_float64(kernel)
-        words = render(kernel, self.features)
+        words = render(kernel, self.features, self.rough)
         code = np.asarray(words, dtype="<u4").tobytes()
         if self.device.validate:
             validate(code)
@@ -98,7 +100,8 @@ class VulkanBackend(Backend):
         return Artifact(pipeline, len(kernel.buffers), len(kernel.counters))
 
     def cache_identity(self):
-        return (repr(self.features),)      # the device and every feature render reads
+        # The device and every feature render reads.
+        return (repr(self.features), self.rough)
 
     def _check_float64(self, kernel):
         if self.features.float64:

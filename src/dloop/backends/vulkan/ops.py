@@ -6,6 +6,7 @@ import numpy as np
 
 from ...errors import DloopNotImplementedError
 from ...source import user_location
+from .rough import rough, rough_div
 from .spirv import GLSL, Capability
 
 # Operands of one dtype class -> opcode: (float, int, bool).
@@ -66,6 +67,8 @@ def emit(r, op, args, dtype, out):
             a = fn.op("LogicalNot", bool_t, a) if neg_a else a
             b = fn.op("LogicalNot", bool_t, b) if neg_b else b
             return fn.op(join, bool_t, a, b)
+        if op == "div":
+            return rough_div(r, dtype, *args)
         opname = _BINARY[op][_kind(dtype)]
         if opname is None:
             raise NotImplementedError(f"core op {op} on {dtype}")
@@ -76,6 +79,8 @@ def emit(r, op, args, dtype, out):
         return fn.op("LogicalNot" if dtype == bool else "Not", out_t, args[0])
     if op == "select":
         return fn.op("Select", out_t, *args)
+    if op == "sqrt":
+        return rough(r, dtype, glsl(r, "Sqrt", out_t, *args))
     if op in _GLSL_UNARY:
         return glsl(r, _GLSL_UNARY[op], out_t, *args)
     if op == "copysign":
@@ -97,20 +102,23 @@ def emit(r, op, args, dtype, out):
 
 
 def _frem(r, dtype, x, y):
-    """C's fmod, exact. Drivers compute OpFRem as x - y trunc(x / y) (lavapipe: fmod(1, 1e-30)
-    = 0). Here, with rem = |x| and a = |y|, a step scales a by 2^s (exactly) so that
-    rem / (a 2^s) < 2^(p-1) (p: mantissa bits); then q = trunc(rem / (a 2^s)) is the true
-    quotient or one more, rem - q a 2^s is computed exactly (Dekker's product: Vulkan may
+    """C's fmod, exact, from a division that may be a few ulps off (Vulkan allows 2.5 in
+    float32, and float64 only as precise as float32). Drivers compute OpFRem as
+    x - y trunc(x / y) (lavapipe: fmod(1, 1e-30) = 0). Here, with rem = |x| and a = |y|, a
+    step scales a by 2^s (exactly) so that Q = rem / (a 2^s) < 2^(BITS+1); a division with
+    relative error below 2^-20 is then within 1/4 of Q, so q = trunc(rem / (a 2^s) + 1/2)
+    is floor(Q) or one more, rem - q a 2^s is computed exactly (Dekker's product: Vulkan may
     leave Fma unfused, and lavapipe does), and a negative result takes one a 2^s back.
-    Quotients below 2^(p-1), the usual case, take one loop-free step; larger ones loop
-    first, each pass removing p-2 bits, unless y is a power of two: lavapipe ends every loop
-    of a shader after 65,535 iterations in all, so mathlib's calls must not loop. Then rem
-    takes x's sign; fmod(x, +-inf) = x; inf or NaN in x, and NaN or 0 in y, give NaN."""
+    Quotients below 2^(BITS+1) take one loop-free step; larger ones loop first, each pass
+    removing BITS bits, unless y is a power of two (x - y trunc(x 2^-e) is exact: no
+    division at all): lavapipe ends every loop of a shader after 65,535 iterations in all,
+    so mathlib's calls must not loop. Then rem takes x's sign; fmod(x, +-inf) = x; inf or
+    NaN in x, and NaN or 0 in y, give NaN."""
     fn, m = r.fn, r.m
     t, b, i32 = r.vt(dtype), m.t_bool(), r.i32
     parts = m.t_struct(t, i32)
     c = lambda v: r.const(v, dtype)     # noqa: E731
-    bits = 51 if dtype.itemsize == 8 else 22          # p - 2
+    bits = 17
     ax, ay = glsl(r, "FAbs", t, x), glsl(r, "FAbs", t, y)
     finite_x = fn.op("LogicalNot", b, fn.op("LogicalOr", b, fn.op("IsInf", b, x),
                                             fn.op("IsNan", b, x)))
@@ -120,7 +128,6 @@ def _frem(r, dtype, x, y):
     start = fn.op("Select", t, ok, ax, c(0.0))
     split_y = glsl(r, "FrexpStruct", parts, ay)
     exp_y = fn.op("CompositeExtract", i32, split_y, 1)
-    # A power-of-two divisor (mathlib's mod 2 and mod 4) makes x - y trunc(x / y) exact.
     pow2 = fn.op("FOrdEqual", b, fn.op("CompositeExtract", t, split_y, 0), c(0.5))
 
     def gap(rem):
@@ -132,7 +139,8 @@ def _frem(r, dtype, x, y):
         exp_r = fn.op("CompositeExtract", i32, glsl(r, "FrexpStruct", parts, rem), 1)
         unit = glsl(r, "Ldexp", t, rem, fn.op("SNegate", i32, exp_r))
         scaled = glsl(r, "Ldexp", t, ay, fn.op("ISub", i32, shift, exp_r))
-        q = glsl(r, "Trunc", t, fn.op("FDiv", t, unit, scaled))
+        ratio = rough_div(r, dtype, unit, scaled)
+        q = glsl(r, "Trunc", t, fn.op("FAdd", t, ratio, c(0.5)))
         hi, lo = _two_prod(r, dtype, q, scaled)
         out = fn.op("FSub", t, fn.op("FSub", t, unit, hi), lo)
         out = fn.op("Select", t, fn.op("FOrdLessThan", b, out, c(0.0)),
@@ -145,7 +153,7 @@ def _frem(r, dtype, x, y):
     fn.begin(header)
     rem, phi = fn.phi(t, [(start, pre), (0, 0)])
     # A pass cap: a driver that flushes subnormals can make a pass remove nothing, and a
-    # shader that never ends loses the device. Exact arithmetic needs at most ~40 passes.
+    # shader that never ends loses the device. Exact arithmetic needs at most ~125 passes.
     count, count_phi = fn.phi(i32, [(r.c32(0), pre), (0, 0)])
     fn.end("LoopMerge", merge, cont, 0)
     fn.end("Branch", cond)
@@ -163,8 +171,11 @@ def _frem(r, dtype, x, y):
     type(fn).set_incoming(count_phi, 1, fn.op("IAdd", i32, count, r.c32(1)), cont)
     fn.end("Branch", header)
     fn.begin(merge)
-    direct = fn.op("FSub", t, rem, fn.op("FMul", t, glsl(r, "Trunc", t, fn.op(
-        "FDiv", t, rem, ay)), ay))
+    whole = glsl(r, "Trunc", t, glsl(r, "Ldexp", t, rem, fn.op("ISub", i32, r.c32(1), exp_y)))
+    direct = fn.op("FSub", t, rem, glsl(r, "Ldexp", t, whole, fn.op("ISub", i32, exp_y,
+                                                                     r.c32(1))))
+    # A quotient past the float range: rem's last bit is worth more than y, so fmod is 0.
+    direct = fn.op("Select", t, fn.op("IsInf", b, whole), c(0.0), direct)
     below = fn.op("Select", t, fn.op("FOrdLessThan", b, rem, ay), rem, step(rem, r.c32(0)))
     out = _copysign(r, dtype, fn.op("Select", t, pow2, direct, below), x)
     keep_x = fn.op("LogicalAnd", b, finite_x, fn.op("IsInf", b, y))
@@ -256,14 +267,14 @@ def _math32(r, op, args):
     if op == "log1p":
         # Goldberg: log(u) * x / (u - 1) with u = 1 + x keeps the low bits of x.
         u = fn.op("FAdd", t, c(1.0), x)
-        ratio = fn.op("FDiv", t, x, fn.op("FSub", t, u, c(1.0)))
+        ratio = rough_div(r, f32, x, fn.op("FSub", t, u, c(1.0)))
         y = sel(cmp("FOrdEqual", u, c(1.0)), x, mul(log_like("Log", u), ratio))
         return sel(cmp("FOrdEqual", x, c(np.inf)), x, y)
     if op == "expm1":
         # Kahan: (u - 1) * x / log(u) with u = exp(x).
         u = glsl(r, "Exp", t, x)
         um1 = fn.op("FSub", t, u, c(1.0))
-        y = mul(um1, fn.op("FDiv", t, x, glsl(r, "Log", t, u)))
+        y = mul(um1, rough_div(r, f32, x, glsl(r, "Log", t, u)))
         y = sel(cmp("FOrdEqual", u, c(1.0)), x, y)
         y = sel(cmp("FOrdEqual", um1, c(-1.0)), c(-1.0), y)
         return sel(cmp("FOrdEqual", u, c(np.inf)), u, y)

@@ -21,8 +21,8 @@ from .device import WORKGROUP
 
 
 class Renderer:
-    def __init__(self, kernel, features):
-        self.k, self.f = kernel, features
+    def __init__(self, kernel, features, rough=False):
+        self.k, self.f, self.rough = kernel, features, rough
         m = self.m = Module((1, 3))
         m.capability(S.Capability["Shader"])
         self.glsl = m.ext_import("GLSL.std.450")
@@ -401,5 +401,6 @@ class Renderer:
         fn.do("Store", slot, fn.op("Select", self.it, bigger, new, old))
 
 
-def render(kernel, features):
-    return Renderer(kernel, features).render()
+def render(kernel, features, rough=False):
+    """rough: the test mode of vulkan/rough.py."""
+    return Renderer(kernel, features, rough).render()
