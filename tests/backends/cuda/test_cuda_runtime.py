@@ -94,7 +94,7 @@ def test_heap_grows_and_replaced_buffers_are_released_after_sync():
         n = cp.full(1000, trips)
         g = dl.grad(lambda x: _decay(x, n, 0.999))(x)
         np.testing.assert_allclose(cp.asnumpy(g), 0.999 ** trips, rtol=1e-10)
-    assert be.reserved_bytes() >= 1000 * 1002 * 8
+    assert be.reserved_bytes() >= 1000 * 1000 * 8         # the last call's tapes
     be.synchronize()
     assert be._retired == []
 

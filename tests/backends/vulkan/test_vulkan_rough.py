@@ -98,6 +98,10 @@ def test_rough_mode_moves_divisions(rough, dtype):
     x, y = _hard_pairs(dtype)
     with np.errstate(all="ignore"):
         want = x / y
+    plain = VulkanBackend(rough.device)
+    if (_bits(_run(plain, _kernel("div", dtype), [x, y])) != _bits(want)).any():
+        pytest.skip("this device's own division is not correctly rounded (NVIDIA's float32 "
+                    "is not), so moves cannot be measured from NumPy's quotient; lavapipe's is")
     got = _run(rough, _kernel("div", dtype), [x, y])
     moved = np.abs(_bits(got).astype(np.int64) - _bits(want).astype(np.int64))
     normal = np.isfinite(want) & (np.abs(want) >= np.finfo(dtype).tiny) & \
