@@ -35,6 +35,17 @@ SPELLINGS = {
     "x.std": lambda x: x.std() + x.std(ddof=1),
     "x.copy": lambda x: x.copy() * 2,
     "x.ravel": lambda x: x.reshape(2, 3).ravel() * x,
+    "x.var": lambda x: x.var() + x.reshape(2, 3).var(axis=0, ddof=1) + np.var(x, correction=1),
+    "reductions with axis/keepdims": lambda x: x.reshape(2, 3).std(0, keepdims=True) +
+    x.reshape(2, 3).mean(1, np.float64, keepdims=True) + x.reshape(3, 2).max(1) +
+    x.reshape(2, 3).min(axis=(0, 1), keepdims=True) + x.reshape(2, 3).prod(0) +
+    x.reshape(3, 2).sum(axis=1, keepdims=True)[1:],
+    # Integer arrays and traced integers (an argmax) mixed with slices, NumPy's layout.
+    "x[int array, slice]": lambda x: x.reshape(2, 3)[np.array([1, 0, 1]), 1:],
+    "x[slice, int array]": lambda x: x.reshape(2, 3)[:, np.array([[2], [-1]])],
+    "x[int, slice, int array]": lambda x: x.reshape(3, 2, 1)[1, :, np.array([0, 0])],
+    "x[traced int, slice]": lambda x: x.reshape(3, 2)[np.argmax(x) % 3, ::-1],
+    "x[slice, traced int]": lambda x: x.reshape(2, 3)[:, np.argmax(x) % 3] * x[:2],
 }
 WEIGHTS = np.cos(np.arange(20.0) + 0.5)
 

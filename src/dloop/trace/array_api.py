@@ -86,7 +86,7 @@ def asarray(x, dtype=None, copy=None, device=None):
         x = arrays.stack([asarray(v) for v in x])
     if isinstance(x, Tracer):
         # A new object for the same value: an in-place update of the copy must not rebind x.
-        x = Tracer(x.builder, x.var) if copy else x
+        x = Tracer(x.builder, x.node) if copy else x
     else:
         x = np.asarray(x, dtype=dtype)
         x = x if x.ndim == 0 else arrays.constant(x)

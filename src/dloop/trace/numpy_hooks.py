@@ -86,10 +86,7 @@ _FUNCTIONS = {
     np.cumsum: lambda a, axis=None, dtype=None: xp.cumulative_sum(
         a if axis is not None or np.ndim(a) == 1 else xp.reshape(a, (-1,)), axis=axis,
         dtype=dtype),
-    np.var: lambda a, axis=None, ddof=0, keepdims=False: xp.var(a, axis=axis, correction=ddof,
-                                                                 keepdims=keepdims),
-    np.std: lambda a, axis=None, ddof=0, keepdims=False: xp.std(a, axis=axis, correction=ddof,
-                                                                 keepdims=keepdims),
+    np.var: nf.spread("var"), np.std: nf.spread("std"),
     np.count_nonzero: lambda a, axis=None, keepdims=False: xp.count_nonzero(a, axis=axis,
                                                                             keepdims=keepdims),
     np.argmax: lambda a, axis=None, keepdims=False: xp.argmax(a, axis=axis, keepdims=keepdims),
