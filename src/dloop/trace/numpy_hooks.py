@@ -66,6 +66,7 @@ _FUNCTIONS = {
     np.max: _reduction(xp.max), np.min: _reduction(xp.min), np.amax: _reduction(xp.max),
     np.amin: _reduction(xp.min),
     np.where: lambda c, a, b: ops.where(c, a, b), np.clip: _clip,
+    np.result_type: lambda *args: xp.result_type(*args),
     np.take: lambda a, indices, axis=None: xp.take(a, indices, axis=axis),
     np.roll: lambda a, shift, axis=None: xp.roll(a, shift, axis=axis),
     np.concatenate: lambda arrays, axis=0: xp.concat(arrays, axis=axis),

@@ -229,6 +229,10 @@ class Tracer:
     del _number
 
     def __iter__(self):
+        # A constant's rows are known (SciPy maps int over xp.sum(xp.asarray(shapes))).
+        value = self.constant_value()
+        if value is not None and value.ndim:
+            return iter([Tracer(self.builder, self.builder.lift(row)) for row in value])
         raise DloopTypeError("iterating over a traced array is not supported; index it or use "
                              "a loop primitive", user_location())
 
