@@ -176,3 +176,14 @@ def test_mask_update_with_array_value_names_the_line():
         return y
     with pytest.raises(dl.DloopNotImplementedError, match=r"(?s)True count.*test_inplace.py"):
         dl.jit(fn)(X)
+
+
+@pytest.mark.parametrize("key, cls, phrase", [
+    ((0, np.array([1]), 2), dl.DloopIndexError, "too many indices"),
+    ((np.array([1]), "a"), dl.DloopTypeError, "unsupported index"),
+])
+def test_bad_array_key_names_the_line(key, cls, phrase):
+    def fn(x):
+        return x.reshape(2, 3)[key]  # bad key
+    with pytest.raises(cls, match=rf"(?s){phrase}.*test_inplace.py"):
+        dl.jit(fn)(X)

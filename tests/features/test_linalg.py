@@ -65,3 +65,14 @@ def test_det_of_large_matrix_names_the_line():
         return x.__array_namespace__().linalg.det(x[:16].reshape(4, 4))  # det4
     with pytest.raises(dl.DloopNotImplementedError, match=r"(?s)3 x 3.*test_linalg.py"):
         dl.grad(f)(X)
+
+
+@pytest.mark.parametrize("fn, phrase", [
+    (lambda la, x: la.cross(x[:4], x[4:8]), "3 elements"),
+    (lambda la, x: la.det(x[:6].reshape(2, 3)), "square"),
+])
+def test_bad_shapes_name_the_line(fn, phrase):
+    def f(x):
+        return fn(x.__array_namespace__().linalg, x).sum()
+    with pytest.raises(dl.DloopValueError, match=rf"(?s){phrase}.*test_linalg.py"):
+        dl.grad(f)(X)

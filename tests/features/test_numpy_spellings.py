@@ -110,3 +110,12 @@ def test_sort_method_sorts_in_place():
         y.sort()
         return y
     np.testing.assert_array_equal(dl.jit(f)(X), np.sort(X))
+
+
+@pytest.mark.parametrize("fn, cls, phrase", [
+    (lambda x: x.sum(out=np.zeros(())), dl.DloopNotImplementedError, r"sum\(out=\.\.\.\)"),
+    (lambda x: np.var(x, ddof=1, correction=1), dl.DloopValueError, "not both"),
+])
+def test_unsupported_reduction_arguments_name_the_line(fn, cls, phrase):
+    with pytest.raises(cls, match=rf"(?s){phrase}.*test_numpy_spellings.py"):
+        dl.grad(lambda x: fn(x))(X)

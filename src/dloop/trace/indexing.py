@@ -7,7 +7,7 @@ import builtins
 
 import numpy as np
 
-from ..errors import DloopIndexError, DloopNotImplementedError, DloopTypeError
+from ..errors import DloopIndexError, DloopTypeError
 from . import ops
 from ..source import user_location
 from .ops import P, bind1, is_traced
@@ -148,8 +148,6 @@ def gather(x, entries):
 
 def take_nd(x, key):
     """x[i0, i1, ...] with one integer index (array or scalar) per leading axis of x."""
-    if builtins.any(isinstance(k, (slice, type(None), type(Ellipsis))) for k in key):
-        raise DloopNotImplementedError("take_nd takes integer indices only", user_location())
     return getitem(x, tuple(key))
 
 
