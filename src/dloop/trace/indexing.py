@@ -34,11 +34,14 @@ def getitem(x, key):
     if not builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
         return _basic(x, key)
     entries = _entries(x, key)
-    if not is_traced(x, *(e for e in entries if _is_index(e))):
-        return np.asarray(x)[key]
+    if not is_traced(*(e for e in entries if _is_index(e))) and ops._value(x) is not None:
+        # Constants fold, so that a library's checks on them still run.
+        out = np.asarray(ops._value(x))[key]
+        return ops._constant(out) if isinstance(x, Tracer) else out
     builder = current_builder()
     if builder is not None and builder.per_element and \
-            builtins.all(e is not None for e in entries) and builtins.any(isinstance(e, _Axis) for e in entries):
+            builtins.all(e is not None for e in entries) and \
+            builtins.any(isinstance(e, _Axis) for e in entries):
         return PartialIndex(x, entries)
     return gather(x, entries)
 
