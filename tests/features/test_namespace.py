@@ -84,3 +84,25 @@ def test_constant_tracer_answers_bool():
 def test_traced_value_refuses_bool():
     with pytest.raises(dl.DloopTypeError, match="test_namespace.py"):
         dl.jit(lambda x: x if x[0] > 0 else -x)(X)
+
+
+def test_iterating_over_a_constant_gives_its_rows():
+    """SciPy maps int over xp.sum(xp.asarray(shapes)); a computed array still refuses."""
+    def f(x):
+        xp = x.__array_namespace__()
+        sizes = [int(v) for v in xp.sum(xp.asarray([(2, 3), (1, 4)]), axis=0)]
+        rows = [r for r in xp.asarray(np.array([[1.0, 2.0], [3.0, 4.0]]))]
+        assert sizes == [3, 7] and len(rows) == 2
+        return (x * rows[1][0] + x * rows[0][1]).sum()
+    np.testing.assert_allclose(dl.grad(f)(np.ones(3)), np.full(3, 5.0))
+    with pytest.raises(dl.DloopTypeError, match=r"(?s)iterating.*test_namespace.py"):
+        dl.grad(lambda x: sum(v for v in x * 2.0))(np.ones(3))
+
+
+def test_numpy_result_type_of_traced_arrays():
+    def f(x):
+        assert np.result_type(x, 1.0) == np.float64
+        assert np.result_type(x.astype(np.float32), 1.0) == np.float32
+        assert np.result_type(x, np.int32) == np.float64
+        return x.sum()
+    dl.grad(f)(np.ones(3))

@@ -35,6 +35,17 @@ SPELLINGS = {
     "x.std": lambda x: x.std() + x.std(ddof=1),
     "x.copy": lambda x: x.copy() * 2,
     "x.ravel": lambda x: x.reshape(2, 3).ravel() * x,
+    "x.var": lambda x: x.var() + x.reshape(2, 3).var(axis=0, ddof=1) + np.var(x, correction=1),
+    "reductions with axis/keepdims": lambda x: x.reshape(2, 3).std(0, keepdims=True) +
+    x.reshape(2, 3).mean(1, np.float64, keepdims=True) + x.reshape(3, 2).max(1) +
+    x.reshape(2, 3).min(axis=(0, 1), keepdims=True) + x.reshape(2, 3).prod(0) +
+    x.reshape(3, 2).sum(axis=1, keepdims=True)[1:],
+    # Integer arrays and traced integers (an argmax) mixed with slices, NumPy's layout.
+    "x[int array, slice]": lambda x: x.reshape(2, 3)[np.array([1, 0, 1]), 1:],
+    "x[slice, int array]": lambda x: x.reshape(2, 3)[:, np.array([[2], [-1]])],
+    "x[int, slice, int array]": lambda x: x.reshape(3, 2, 1)[1, :, np.array([0, 0])],
+    "x[traced int, slice]": lambda x: x.reshape(3, 2)[np.argmax(x) % 3, ::-1],
+    "x[slice, traced int]": lambda x: x.reshape(2, 3)[:, np.argmax(x) % 3] * x[:2],
 }
 WEIGHTS = np.cos(np.arange(20.0) + 0.5)
 
@@ -99,3 +110,12 @@ def test_sort_method_sorts_in_place():
         y.sort()
         return y
     np.testing.assert_array_equal(dl.jit(f)(X), np.sort(X))
+
+
+@pytest.mark.parametrize("fn, cls, phrase", [
+    (lambda x: x.sum(out=np.zeros(())), dl.DloopNotImplementedError, r"sum\(out=\.\.\.\)"),
+    (lambda x: np.var(x, ddof=1, correction=1), dl.DloopValueError, "not both"),
+])
+def test_unsupported_reduction_arguments_name_the_line(fn, cls, phrase):
+    with pytest.raises(cls, match=rf"(?s){phrase}.*test_numpy_spellings.py"):
+        dl.grad(lambda x: fn(x))(X)

@@ -1,3 +1,3 @@
 """STAGE 1 — tracing. Importing the package installs the whole-array methods on tracers."""
 
-from . import arrays  # noqa: F401
+from . import arrays, numpy_functions  # noqa: F401

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import DloopAttributeError
 from ..ir import elementwise
-from . import arrays, ops, special  # noqa: F401  (xp.special, as SciPy looks for it)
+from . import arrays, linalg, ops, special  # noqa: F401  (xp.linalg, xp.special)
 from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
                      result_type)
 from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
@@ -86,7 +86,7 @@ def asarray(x, dtype=None, copy=None, device=None):
         x = arrays.stack([asarray(v) for v in x])
     if isinstance(x, Tracer):
         # A new object for the same value: an in-place update of the copy must not rebind x.
-        x = Tracer(x.builder, x.var) if copy else x
+        x = Tracer(x.builder, x.node) if copy else x
     else:
         x = np.asarray(x, dtype=dtype)
         x = x if x.ndim == 0 else arrays.constant(x)

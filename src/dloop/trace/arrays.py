@@ -9,7 +9,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
-from . import ops
+from . import indexing, ops
 from .ops import P, bind1, convert, is_traced, result_dtype
 from ..source import user_location
 from .tracer import Tracer, current_builder, is_tracing
@@ -85,13 +85,13 @@ def stack(arrays, axis=0):
 
 def unstack(x, axis=0):
     axis = _axis(axis, np.ndim(x))
-    return tuple(ops.getitem(x, (slice(None),) * axis + (k,)) for k in range(np.shape(x)[axis]))
+    return tuple(indexing.getitem(x, (slice(None),) * axis + (k,)) for k in range(np.shape(x)[axis]))
 
 
 def flip(x, axis=None):
     axes = range(np.ndim(x)) if axis is None else normalize_axis_tuple(axis, np.ndim(x))
     key = tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(np.ndim(x)))
-    return ops.getitem(x, key) if key else x
+    return indexing.getitem(x, key) if key else x
 
 
 def moveaxis(x, source, destination):
@@ -151,7 +151,7 @@ def take(x, indices, axis=None):
             pos = k if k < axis else k - 1 + ni
             key.append(np.arange(shape[k]).reshape((1,) * pos + (shape[k],) +
                                                    (1,) * (out_nd - pos - 1)))
-    return ops.take_nd(x, tuple(key))
+    return indexing.take_nd(x, tuple(key))
 
 
 def broadcast_arrays(*arrays):

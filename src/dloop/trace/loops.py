@@ -10,7 +10,7 @@ from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
 from ..libraries import to_numpy
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
-from . import ops
+from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
 from .tracer import Builder, Tracer, bind, current_builder, is_tracing
@@ -48,7 +48,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     lo, hi = ops.convert(lo, index_dtype), ops.convert(hi, index_dtype)
     bound_shape = _broadcast([np.shape(lo), np.shape(hi)], "the lower and upper bounds", src)
     shape = _element_shape(bound_shape, leaves, treedef, src)     # None: a collective loop
-    with Builder(current_builder()) as child:
+    with Builder(current_builder(), per_element=bool(bound_shape)) as child:
         i = Tracer(child, child.new_input(Aval(bound_shape, index_dtype)))
         carries = [Tracer(child, child.new_input(_aval(x))) for x in leaves]
         out = body_fun(i, pytree.unflatten(treedef, carries))
@@ -94,7 +94,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
         cond = cond_b.finish([pred])
     cond_shape = np.shape(pred)
     shape = _element_shape(cond_shape, leaves, treedef, src)
-    with Builder(parent) as body_b:
+    with Builder(parent, per_element=bool(cond_shape)) as body_b:
         carries = [Tracer(body_b, body_b.new_input(_aval(x))) for x in leaves]
         out = body_fun(pytree.unflatten(treedef, carries))
         body = body_b.finish(_check_carry_out(out, leaves, treedef, "body_fun", src))
@@ -252,7 +252,7 @@ def _unreplicate(out, shape):
     lead = len(out.shape) - len(shape)
     key = tuple(0 for _ in range(lead)) + tuple(
         slice(0, 1) if d == 1 else slice(None) for d in shape)
-    return ops.reshape(ops.getitem(out, key), shape)
+    return ops.reshape(indexing.getitem(out, key), shape)
 
 
 def _aval(x):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopValueError
-from . import arrays, ops, utilities
+from . import arrays, indexing, ops, utilities
 from ..source import user_location
 
 
@@ -35,14 +35,14 @@ def interp(x, xp, fp, left=None, right=None):
     if n < 2:
         raise DloopValueError("np.interp needs at least two points", user_location())
     k = ops.clip(ops.subtract(arrays.searchsorted(xp, x, side="right"), 1), 0, n - 2)
-    x0, x1 = ops.take_nd(xp, (k,)), ops.take_nd(xp, (ops.add(k, 1),))
-    f0, f1 = ops.take_nd(fp, (k,)), ops.take_nd(fp, (ops.add(k, 1),))
+    x0, x1 = indexing.take_nd(xp, (k,)), indexing.take_nd(xp, (ops.add(k, 1),))
+    f0, f1 = indexing.take_nd(fp, (k,)), indexing.take_nd(fp, (ops.add(k, 1),))
     t = ops.divide(ops.subtract(x, x0), ops.subtract(x1, x0))
     out = ops.add(f0, ops.multiply(t, ops.subtract(f1, f0)))
-    first, last = ops.getitem(fp, 0), ops.getitem(fp, n - 1)
-    out = ops.where(ops.compare("lt", x, ops.getitem(xp, 0)),
+    first, last = indexing.getitem(fp, 0), indexing.getitem(fp, n - 1)
+    out = ops.where(ops.compare("lt", x, indexing.getitem(xp, 0)),
                     first if left is None else left, out)
-    return ops.where(ops.compare("gt", x, ops.getitem(xp, n - 1)),
+    return ops.where(ops.compare("gt", x, indexing.getitem(xp, n - 1)),
                      last if right is None else right, out)
 
 
@@ -109,7 +109,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
                 block = ops.broadcast_to(ops.convert(constant_values, x.dtype), tuple(shape))
             else:
                 key = (slice(None),) * axis + (slice(at, at + 1 if at == 0 else None),)
-                block = ops.broadcast_to(ops.getitem(x, key), tuple(shape))
+                block = ops.broadcast_to(indexing.getitem(x, key), tuple(shape))
             parts.append(block)
         x = arrays.concat([parts[0], x, parts[1]], axis=axis)
     return x
@@ -149,15 +149,52 @@ def ravel(a, order="C"):
 
 def _sort_in_place(self, axis=-1, kind=None, order=None):
     sorted_ = sort(self, axis)
-    self.builder, self.var = sorted_.builder, sorted_.var
+    self.builder, self.node = sorted_.builder, sorted_.node
 
 
-# Not x.var(): `var` is the tracer's graph value (Tracer.var); np.var(x) works.
+def _no_out(out, name):
+    if out is not None:
+        raise DloopNotImplementedError(f"{name}(out=...) on a traced array: traced arrays are "
+                                       "immutable values; use the returned array",
+                                       user_location())
+
+
+def spread(name):
+    """x.var / x.std and np.var / np.std: NumPy's signature (ddof, or the array API's
+    correction, which NumPy 2 also accepts)."""
+    fn = arrays.var if name == "var" else arrays.std
+
+    def call(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
+        _no_out(out, name)
+        if correction is not None and ddof != 0:
+            raise DloopValueError(f"{name}: give ddof or correction, not both", user_location())
+        a = ops._check_operand(a)
+        if dtype is not None:
+            a = ops.convert(a, dtype)
+        return fn(a, axis=axis, correction=ddof if correction is None else correction,
+                  keepdims=keepdims)
+    return call
+
+
+def _reduction(fn, name, with_dtype):
+    """A reduction method in NumPy's positional order: (axis, dtype, out) or (axis, out)."""
+    if with_dtype:
+        def method(self, axis=None, dtype=None, out=None, keepdims=False):
+            _no_out(out, name)
+            return fn(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    else:
+        def method(self, axis=None, out=None, keepdims=False):
+            _no_out(out, name)
+            return fn(self, axis=axis, keepdims=keepdims)
+    return method
+
+
 ops.install_methods({
+    "sum": _reduction(ops.sum, "sum", True), "prod": _reduction(ops.prod, "prod", True),
+    "mean": _reduction(ops.mean, "mean", True), "max": _reduction(ops.max, "max", False),
+    "min": _reduction(ops.min, "min", False), "var": spread("var"), "std": spread("std"),
     "clip": lambda self, min=None, max=None: ops.clip(self, min, max),
-    "std": lambda self, axis=None, ddof=0, keepdims=False: arrays.std(
-        self, axis=axis, correction=ddof, keepdims=keepdims),
-    "copy": lambda self, order="C": type(self)(self.builder, self.var),
+    "copy": lambda self, order="C": type(self)(self.builder, self.node),
     "ravel": ravel, "flatten": ravel,
     "any": lambda self, axis=None, keepdims=False: utilities.any(self, axis=axis,
                                                                  keepdims=keepdims),

@@ -6,7 +6,7 @@ import builtins
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..errors import DloopIndexError, DloopNotImplementedError, DloopTypeError, DloopValueError
+from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..libraries import to_numpy
@@ -178,7 +178,7 @@ def clip(x, min=None, max=None):
 def astype(x, dtype, copy=True):
     out = convert(_check_operand(x), dtype)
     # A copy is a new object, so that an in-place update of it leaves x alone.
-    return Tracer(out.builder, out.var) if copy and out is x else out
+    return Tracer(out.builder, out.node) if copy and out is x else out
 
 
 def broadcast_to(x, shape):
@@ -280,90 +280,6 @@ def transpose(x):
     return permute_dims(x, tuple(reversed(range(np.ndim(x)))))
 
 
-# ---- indexing ----
-
-def getitem(x, key):
-    key = key if isinstance(key, tuple) else (key,)
-    if builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key) or (
-            isinstance(x, PartialIndex) and builtins.all(isinstance(k, (int, np.integer))
-                                                         for k in key)):
-        return take_nd(x, key)
-    if _value(x) is not None:
-        return _constant(_value(x)[key]) if isinstance(x, Tracer) else x[key]
-    try:
-        out_shape = np.empty(x.shape, dtype=bool)[key].shape
-    except IndexError as e:
-        raise DloopIndexError(str(e), user_location()) from None
-    except TypeError as e:
-        raise DloopTypeError(f"unsupported index {key!r}: {e}", user_location()) from None
-    return bind1(P["static_slice"], [x], {"key": key, "shape": out_shape})
-
-
-def take_nd(x, key):
-    """x[i0, i1, ...] with one integer index (array or scalar) per axis of x; with fewer, the
-    leading axes are indexed (a row of a table: table[i], then row[j] is table[i, j])."""
-    if isinstance(x, PartialIndex):
-        return take_nd(x.table, x.key + tuple(key))
-    x = _check_operand(x)
-    if len(key) > np.ndim(x) or builtins.any(isinstance(k, (slice, type(None), type(Ellipsis)))
-                                             for k in key):
-        raise DloopNotImplementedError(
-            f"indexing with traced indices needs integer indices, at most one per axis (x has "
-            f"{np.ndim(x)} axes); slices mixed with traced indices are not supported yet",
-            user_location())
-    if len(key) < np.ndim(x) and is_traced(x, *key):
-        return PartialIndex(x, tuple(key))
-    idx = []
-    for k in key:
-        k = _check_operand(k)
-        dt = result_dtype(k)
-        if not (np.issubdtype(dt, np.integer)):
-            raise DloopTypeError(f"array indices must be integers, got {dt.name}",
-                                 user_location())
-        idx.append(convert(k, np.int64))
-    if not is_traced(x, *idx):
-        return np.asarray(x)[tuple(idx)]
-    return bind1(P["gather"], [x, *idx])
-
-
-class PartialIndex(Tracer):
-    """table[i] with fewer indices than table's axes. It becomes a gather of whole rows only
-    when used as an array; indexed again (row[j]) it is the single gather table[i, j], which a
-    per-element loop body can hold (a row per element could not be)."""
-    __slots__ = ("table", "key", "_var", "_aval")
-
-    def __init__(self, table, key):
-        self.table, self.key, self._var = table, key, None
-        lead = np.broadcast_shapes(*(np.shape(k) for k in key))
-        self._aval = (tuple(lead) + tuple(np.shape(table)[len(key):]), table.dtype)
-        self.builder = next(a.builder for a in (table, *key) if isinstance(a, Tracer))
-
-    shape = property(lambda self: self._aval[0])
-    dtype = property(lambda self: self._aval[1])
-    ndim = property(lambda self: len(self._aval[0]))
-    size = property(lambda self: int(np.prod(self._aval[0], dtype=np.int64)))
-
-    def constant_value(self):
-        return None
-
-    @property
-    def var(self):
-        if self._var is None:
-            rest = np.shape(self.table)[len(self.key):]
-            lead = len(self.shape) - len(rest)
-            key = [reshape(k, np.shape(k) + (1,) * len(rest)) for k in self.key]
-            for axis, dim in enumerate(rest):
-                grid = (1,) * (lead + axis) + (dim,) + (1,) * (len(rest) - axis - 1)
-                key.append(np.arange(dim).reshape(grid))
-            whole = take_nd(self.table, tuple(key))
-            self.builder, self._var = whole.builder, whole.var
-        return self._var
-
-    @var.setter
-    def var(self, value):
-        self._var = value
-
-
 def _install_operators():
     def rop(fn):
         return lambda self, other: fn(other, self)
@@ -385,7 +301,6 @@ def _install_operators():
         "__or__": lambda a, b: logical("or", a, b), "__ror__": lambda a, b: logical("or", b, a),
         "__xor__": lambda a, b: logical("xor", a, b), "__rxor__": lambda a, b: logical("xor", b, a),
         "__invert__": lambda a: logical("not", a),
-        "__getitem__": getitem,
         "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod, "astype": astype,
         "reshape": lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape),
         "transpose": transpose,

@@ -23,8 +23,9 @@ _state = _State()
 
 
 class Builder:
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, per_element=False):
         self.parent = parent
+        self.per_element = per_element    # a per-element loop's body: values are per element
         self.ops = []
         self.inputs = []
         self.captures = {}        # parent-level Var -> input Var of this builder
@@ -59,7 +60,7 @@ class Builder:
     def lift(self, x):
         """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
         if isinstance(x, Tracer):
-            return self._lift_var(x.var, x.builder)
+            return self._lift_var(x.node, x.builder)
         if isinstance(x, (bool, int, float)):
             return Lit(x, np.result_type(x))
         if isinstance(x, np.generic):
@@ -170,20 +171,20 @@ _CONCRETE_HELP = ("a traced array has no concrete value while dloop traces your 
 
 class Tracer:
     """An array being traced. Behaves like an immutable array of fixed shape and dtype."""
-    __slots__ = ("builder", "var")
+    __slots__ = ("builder", "node")
     __array_priority__ = 1000
 
     def __init__(self, builder, var):
         self.builder = builder
-        self.var = var
+        self.node = var
 
-    shape = property(lambda self: self.var.aval.shape)
-    dtype = property(lambda self: self.var.aval.dtype)
-    ndim = property(lambda self: len(self.var.aval.shape))
-    size = property(lambda self: self.var.aval.size)
+    shape = property(lambda self: self.node.aval.shape)
+    dtype = property(lambda self: self.node.aval.dtype)
+    ndim = property(lambda self: len(self.node.aval.shape))
+    size = property(lambda self: self.node.aval.size)
 
     def __repr__(self):
-        return f"Tracer<{self.var.aval}>"
+        return f"Tracer<{self.node.aval}>"
 
     def __len__(self):
         if not self.shape:
@@ -193,10 +194,10 @@ class Tracer:
     def constant_value(self):
         """The NumPy value of a tracer that stands for a constant (xp.zeros(3), a literal),
         None for one computed from the function's arguments."""
-        if isinstance(self.var, Lit):
-            return np.asarray(self.var.value, self.var.aval.dtype)
+        if isinstance(self.node, Lit):
+            return np.asarray(self.node.value, self.node.aval.dtype)
         root = self.builder._root()
-        b, var = self.builder.owner_of(self.var)
+        b, var = self.builder.owner_of(self.node)
         return root.consts.get(var) if b is root else None
 
     def __bool__(self):
@@ -230,6 +231,10 @@ class Tracer:
     del _number
 
     def __iter__(self):
+        # A constant's rows are known (SciPy maps int over xp.sum(xp.asarray(shapes))).
+        value = self.constant_value()
+        if value is not None and value.ndim:
+            return iter([Tracer(self.builder, self.builder.lift(row)) for row in value])
         raise DloopTypeError("iterating over a traced array is not supported; index it or use "
                              "a loop primitive", user_location())
 
@@ -238,7 +243,7 @@ class Tracer:
         old value (views, in NumPy) keep it."""
         from .updates import updated
         new = updated(self, key, value)
-        self.builder, self.var = new.builder, new.var
+        self.builder, self.node = new.builder, new.node
 
     device = property(lambda self: "cpu")
 

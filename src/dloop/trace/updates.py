@@ -1,13 +1,15 @@
 """STAGE 1 — `x[idx] = v` on a traced array, done functionally: the tracer is rebound to a new
 traced value that equals x except at idx, as PyTorch users expect from in-place updates.
-Static keys (integers, slices, None, ...) and boolean masks of x's shape are supported."""
+Static keys (integers, slices, None, ...), boolean masks of x's shape, and keys with integer
+arrays or traced integers (mixed with slices as in x[key] reads) are supported. Where an index
+repeats, the last write wins, as NumPy's assignment does; only that write gets a gradient."""
 
 import builtins
 
 import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopTypeError
-from . import ops
+from . import arrays, indexing, ops, utilities
 from ..source import user_location
 from .tracer import Tracer, bind1
 
@@ -29,10 +31,7 @@ def updated(x, key, value):
         return ops.where(mask, value, x)
     key = key if isinstance(key, tuple) else (key,)
     if not _static(key):
-        raise DloopNotImplementedError(
-            "x[idx] = v on a traced array supports integers, slices, None, ... and boolean "
-            "masks of x's shape; for integer array indices write x = xp.where(hit, v, x)",
-            user_location())
+        return _scattered(x, key, value)
     try:
         hit = np.zeros(x.shape, dtype=bool)
         hit[key] = True
@@ -54,3 +53,30 @@ def _traced(value, like):
 def _is_mask(key, x):
     dtype = getattr(key, "dtype", None)
     return dtype == np.bool_ and np.shape(key) == x.shape
+
+
+def _scattered(x, key, value):
+    """x[key] = value for a key with index arrays: the flat positions key reads (a gather of
+    a constant grid, so indices are checked as reads are), then for each position of x the
+    last write to it: a stable sort of the positions and a search for each run's end."""
+    size = int(np.prod(x.shape, dtype=np.int64))
+    positions = indexing.gather(np.arange(size).reshape(x.shape), indexing._entries(x, key))
+    flat = ops.reshape(positions, (-1,))
+    count = int(np.prod(np.shape(positions), dtype=np.int64))
+    if count == 0:
+        return x
+    values = ops.reshape(ops.broadcast_to(_traced(value, x), np.shape(positions)), (-1,))
+    if isinstance(flat, Tracer):
+        order = utilities.argsort(flat)
+        ordered = indexing.getitem(flat, (order,))
+        cells = np.arange(size)
+        end = arrays.searchsorted(ordered, cells, side="right")
+        hit = ops.compare("gt", end, arrays.searchsorted(ordered, cells, side="left"))
+        last = indexing.getitem(order, (ops.clip(ops.subtract(end, 1), 0, None),))
+    else:
+        last = np.full(size, -1)
+        np.maximum.at(last, flat, np.arange(count))
+        hit = last >= 0
+        last = np.maximum(last, 0)
+    placed = indexing.getitem(values, (last,))
+    return ops.reshape(ops.where(hit, placed, ops.reshape(x, (-1,))), x.shape)

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import DloopValueError
 from ..ir.semantics import stable_argsort
-from . import arrays, ops
+from . import arrays, indexing, ops
 from .arrays import _axis, concat
 from .ops import P, bind1, convert, is_traced
 from ..source import user_location
@@ -29,7 +29,7 @@ def all(x, /, *, axis=None, keepdims=False):
 
 def _along(x, axis, start, stop):
     key = (slice(None),) * axis + (slice(start, stop),)
-    return ops.getitem(x, key)
+    return indexing.getitem(x, key)
 
 
 def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
@@ -71,7 +71,7 @@ def take_along_axis(x, indices, /, *, axis=-1):
             key.append(indices)
         else:
             key.append(np.arange(shape[k]).reshape((1,) * k + (shape[k],) + (1,) * (nd - k - 1)))
-    return ops.take_nd(x, tuple(key))
+    return indexing.take_nd(x, tuple(key))
 
 
 def sort(x, /, *, axis=-1, descending=False, stable=True):
