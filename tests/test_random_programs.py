@@ -1,7 +1,7 @@
 """Generated loop programs: every compiled backend against the interpreter, and gradients
-against central finite differences. CI runs 60, the same ones every run, each on every
-compiled backend; set DLOOP_RANDOM_EXAMPLES to run more by hand (e.g. 10000), and
-DLOOP_RANDOM_SEED to draw a different set (e.g. to split a long run over several processes)."""
+against central finite differences. CI runs 60 (four shards of 15, each of a fixed seed), the
+same ones every run, each on every compiled backend; set DLOOP_RANDOM_EXAMPLES to run more by
+hand (e.g. 10000), and DLOOP_RANDOM_SEED to draw a different set."""
 
 import os
 
@@ -119,16 +119,28 @@ def _with_backend(name, fn):
         dl.config.update("backend", previous)
 
 
-def _seeded(test):
-    return seed(int(SEED))(test) if SEED is not None else test
+# The examples run in SHARDS tests of their own seeds, so that pytest-xdist spreads them over
+# the cores instead of leaving one long test for one core at the end.
+SHARDS = 4
 
 
-@pytest.mark.skipif(not COMPILED, reason="no compiled backend available")
-@_seeded
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs())
-def test_random_program(p):
+def _shard(k):
+    @pytest.mark.skipif(not COMPILED, reason="no compiled backend available")
+    @seed((int(SEED) if SEED is not None else 0) * SHARDS + k)
+    @settings(max_examples=-(-EXAMPLES // SHARDS), deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(programs())
+    def test(p):
+        check_program(p)
+    test.__name__ = f"test_random_programs_{k}"
+    return test
+
+
+for _k in range(SHARDS):
+    globals()[f"test_random_programs_{_k}"] = _shard(_k)
+
+
+def check_program(p):
     run = build(p)
     x, s, t = p["x"], np.array(0.7), np.array([0.3, -0.5, 0.9, 0.1])
     loss = lambda x, s, t: (run(x, s, t) * np.cos(x)).sum()  # noqa: E731
