@@ -23,10 +23,15 @@ class LoopLayout:
 
 def loop_layout(info, cap, order=None, xp=np):
     """With `order` (the elements in the order threads run them), the slices are laid out in
-    that order, so threads that run together write neighbouring memory. xp: the array
+    that order, so threads that run together write neighbouring memory (for launches of at
+    least parallel.MIN_CHUNK elements; smaller ones keep element order). xp: the array
     namespace of `cap` and `order` (NumPy, or the device's where sizing runs there)."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
+    if cap.size < parallel.MIN_CHUNK:
+        # Small tapes stay in cache whatever their order: the permutation would cost more
+        # than the locality it buys.
+        order = None
     host = xp is np                          # host arrays: split over threads
     if order is None:
         ordered = cap
