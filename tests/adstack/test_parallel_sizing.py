@@ -53,3 +53,26 @@ def test_gradient_sized_in_parts_is_exact():
     x = rng.random(n_elems)
     g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9, x).sum())(x)
     np.testing.assert_allclose(g, 0.9 ** trips, rtol=1e-13)
+
+
+def test_threads_needing_different_pools_share_it_safely():
+    """Launches of different sizes from several threads at once (2 and 4 parts here): one may
+    replace the pool with a larger one while another submits; every result stays exact."""
+    import threading
+    rng = np.random.default_rng(3)
+    inputs = [rng.integers(0, 100, n) for n in [2500, 9000, 2100, 12000] * 3]
+    errors = []
+
+    def work(values):
+        try:
+            for _ in range(5):
+                expected = np.concatenate([[0], np.cumsum(values)[:-1]])
+                np.testing.assert_array_equal(parallel.exclusive_cumsum(values), expected)
+        except Exception as e:          # reported below, on the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(v,)) for v in inputs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]

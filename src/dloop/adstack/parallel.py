@@ -40,6 +40,8 @@ def run(fn, chunks):
     """[fn(c, lo, hi) for each chunk c], the first on the calling thread."""
     if len(chunks) == 1:
         return [fn(0, *chunks[0])]
+    # Submitting under the lock: another thread that needs a larger pool cannot shut this
+    # one down between finding it and submitting to it (submitted work still runs).
     with _lock:
         pool, workers = _pool
         if pool is None or workers < len(chunks) - 1:
@@ -48,7 +50,7 @@ def run(fn, chunks):
             pool = ThreadPoolExecutor(max_workers=len(chunks) - 1,
                                       thread_name_prefix="dloop-host")
             _pool[:] = [pool, len(chunks) - 1]
-    futures = [pool.submit(fn, c, lo, hi) for c, (lo, hi) in enumerate(chunks) if c]
+        futures = [pool.submit(fn, c, lo, hi) for c, (lo, hi) in enumerate(chunks) if c]
     first = fn(0, *chunks[0])
     return [first] + [f.result() for f in futures]
 
