@@ -37,6 +37,35 @@ def damped_sine(x, n):
     return out
 
 
+def _client_step(i, v):
+    return v * 0.9 + 0.05 * np.sin(v) + 0.03
+
+
+def after_per_element_loop(n, x, traced):
+    """x after a per-element fori_loop (element j runs n[j] steps of a damped, shifted sine):
+    traced by dloop, or run element by element in NumPy as the reference. The first half of
+    the client-code tests (library functions applied to a loop's result)."""
+    import dloop as dl
+    if traced:
+        return dl.fori_loop(0, n, _client_step, x)
+    y = x.copy()
+    for j in range(y.size):
+        for i in range(n[j]):
+            y[j] = _client_step(i, y[j])
+    return y
+
+
+def summed_collective_loop(body, x, traced, steps=2):
+    """fori_loop(0, steps, body, x).sum() traced by dloop, or the same loop in Python: client
+    code (body) inside a collective loop's body."""
+    import dloop as dl
+    if traced:
+        return dl.fori_loop(0, steps, body, x).sum()
+    for i in range(steps):
+        x = body(i, x)
+    return x.sum()
+
+
 def compiled_backends():
     """Every backend of the table but the interpreter (the oracle the others are checked
     against), available here or not: suites parametrize over these and skip with the reason."""

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from helpers import assert_close, finite_difference
+from helpers import (after_per_element_loop, assert_close, finite_difference,
+                     summed_collective_loop)
 import scipy_cases_more
 from scipy_cases import CASES, X, _first
 
@@ -74,25 +75,12 @@ DLOOP_SIDE = {
 
 
 def _per_element(fn, x, traced):
-    body = lambda i, v: v * 0.9 + 0.05 * np.sin(v) + 0.03  # noqa: E731
-    if traced:
-        y = dl.fori_loop(0, N, body, x)
-    else:
-        y = x.copy()
-        for j in range(y.size):
-            for i in range(N[j]):
-                y[j] = body(i, y[j])
-    return _first(fn(y)).sum()
+    return _first(fn(after_per_element_loop(N, x, traced))).sum()
 
 
 def _collective(fn, x, traced):
-    def body(i, v):
-        return v * 0.99 + 0.01 * _first(fn(v)).sum()
-    if traced:
-        return dl.fori_loop(0, 2, body, x).sum()
-    for i in range(2):
-        x = body(i, x)
-    return x.sum()
+    return summed_collective_loop(lambda i, v: v * 0.99 + 0.01 * _first(fn(v)).sum(), x,
+                                  traced)
 
 
 def _case(name, program):

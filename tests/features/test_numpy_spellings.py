@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from helpers import assert_close, finite_difference
+from helpers import (after_per_element_loop, assert_close, finite_difference,
+                     summed_collective_loop)
 
 X = np.array([0.31, 0.72, 0.15, 0.56, 0.88, 0.43])
 N = np.array([2, 0, 3, 1, 2, 4])
@@ -56,25 +57,11 @@ def _loss(y):
 
 
 def _per_element(fn, x, traced):
-    body = lambda i, v: v * 0.9 + 0.05 * np.sin(v) + 0.03  # noqa: E731
-    if traced:
-        y = dl.fori_loop(0, N, body, x)
-    else:
-        y = x.copy()
-        for j in range(y.size):
-            for i in range(N[j]):
-                y[j] = body(i, y[j])
-    return _loss(fn(y))
+    return _loss(fn(after_per_element_loop(N, x, traced)))
 
 
 def _collective(fn, x, traced):
-    def body(i, v):
-        return v * 0.99 + 0.01 * _loss(fn(v))
-    if traced:
-        return dl.fori_loop(0, 2, body, x).sum()
-    for i in range(2):
-        x = body(i, x)
-    return x.sum()
+    return summed_collective_loop(lambda i, v: v * 0.99 + 0.01 * _loss(fn(v)), x, traced)
 
 
 @pytest.mark.parametrize("program", [_per_element, _collective])
