@@ -32,26 +32,14 @@ def loop_layout(info, cap, order=None, xp=np):
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
-    host = xp is np                          # host arrays: split over threads
-    if order is None:
-        ordered = cap
-    else:
-        ordered = parallel.take(cap, order) if host else cap[order]
-    if host:
-        running = parallel.exclusive_cumsum(ordered)    # the slices' starts, in that order
-    else:
-        running = xp.zeros_like(cap)
-        if cap.size:
-            xp.cumsum(ordered[:-1], out=running[1:])
+    ordered = cap if order is None else parallel.take(cap, order, xp)
+    running = parallel.exclusive_cumsum(ordered, xp)     # the slices' starts, in that order
     total = int(running[-1] + ordered[-1]) if cap.size else 0
     if order is None:
         start = running
     else:
         start = xp.empty_like(cap)
-        if host:
-            parallel.scatter(start, order, running)
-        else:
-            start[order] = running
+        parallel.scatter(start, order, running, xp)
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)

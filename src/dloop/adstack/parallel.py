@@ -1,9 +1,11 @@
 """Host-side array work split over threads. Adstack sizing touches every element at each
 launch that sizes (the element order, the layout's gather, prefix sum and scatter); on a
 many-core machine it would otherwise run on one core between kernels that use all of them.
-NumPy releases the GIL in the calls used on the chunks (take, cumsum, argsort, bincount,
+NumPy releases the GIL in the calls used on the chunks (take, cumsum, argsort,
 fancy assignment), so the chunks run in parallel. Each chunk writes a disjoint part of the
-output, and the result is the same as the one-thread computation, bit for bit."""
+output, and the result is the same as the one-thread computation, bit for bit. Each function
+takes the arrays' namespace `xp`: arrays of a device's library (sizing on the device) are one
+chunk, computed by that library."""
 
 import os
 import threading
@@ -28,8 +30,10 @@ def _reset_after_fork():
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parts(n):
+def parts(n, xp=np):
     """[(lo, hi)] splitting range(n) into one chunk per thread, or a single chunk."""
+    if xp is not np:
+        return [(0, n)]
     workers = config.num_threads or os.cpu_count() or 1
     k = max(1, min(workers, n // MIN_CHUNK))
     edges = [n * c // k for c in range(k + 1)]
@@ -55,14 +59,14 @@ def run(fn, chunks):
     return [first] + [f.result() for f in futures]
 
 
-def order_by_key(key):
+def order_by_key(key, xp=np):
     """A permutation of range(key.size) that sorts each of a few contiguous parts (one per
     thread) by key, stably: np.argsort(key, kind="stable") when there is one part. Elements
     run in this order only so that lanes and warps get loops of about equal length; a
     global merge would cost more passes than the part sorts themselves."""
-    chunks = parts(key.size)
+    chunks = parts(key.size, xp)
     if len(chunks) == 1:
-        return np.argsort(key, kind="stable")
+        return xp.argsort(key, kind="stable").astype(np.int64, copy=False)
     order = np.empty(key.size, np.int64)
 
     def sort_part(c, lo, hi):
@@ -72,9 +76,9 @@ def order_by_key(key):
     return order
 
 
-def take(values, indices):
+def take(values, indices, xp=np):
     """values[indices] (1-D)."""
-    chunks = parts(indices.size)
+    chunks = parts(indices.size, xp)
     if len(chunks) == 1:
         return values[indices]
     out = np.empty(indices.size, values.dtype)
@@ -82,13 +86,13 @@ def take(values, indices):
     return out
 
 
-def exclusive_cumsum(values):
+def exclusive_cumsum(values, xp=np):
     """[0, v0, v0 + v1, ...] (without the total), as int64."""
-    out = np.zeros(values.size, np.int64)
-    chunks = parts(values.size)
+    out = xp.zeros(values.size, np.int64)
+    chunks = parts(values.size, xp)
     if len(chunks) == 1:
         if values.size:
-            np.cumsum(values[:-1], out=out[1:])
+            xp.cumsum(values[:-1], out=out[1:])
         return out
     sums = np.array(run(lambda c, lo, hi: int(values[lo:hi].sum()), chunks), np.int64)
     offsets = np.cumsum(sums) - sums
@@ -100,9 +104,9 @@ def exclusive_cumsum(values):
     return out
 
 
-def scatter(out, indices, values):
+def scatter(out, indices, values, xp=np):
     """out[indices] = values, for indices without repeats (a permutation)."""
-    chunks = parts(indices.size)
+    chunks = parts(indices.size, xp)
     if len(chunks) == 1:
         out[indices] = values
         return

@@ -320,9 +320,7 @@ def work_order(work, xp=np):
     top = int(work.max()) if work.size else 0
     scaled = work if top < 256 else work // (top // 255 + 1)
     key = (255 - scaled).astype(np.uint8)
-    if xp is np:
-        return parallel.order_by_key(key)
-    return xp.argsort(key, kind="stable").astype(np.int64, copy=False)
+    return parallel.order_by_key(key, xp)
 
 
 def _value(env, x):
