@@ -97,3 +97,25 @@ def error_checker(test_file):
         g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 2.0, x).sum())(x)
         np.testing.assert_allclose(g, 2.0 ** n)
     return check
+
+
+def tape_slots(backend, *caps):
+    """The slots that per-element stacks of capacities `caps` (one array per loop of the
+    kernel) take on `backend`, per loop: the capacities' sum, or with caps.tape_lanes = L > 1
+    (kernel/kir.py), L times each group of L threads' largest capacity, the threads running
+    in the order the runtime gives them (by decreasing total capacity)."""
+    from dloop.backends.base import get_backend
+    from dloop.runtime.execute import work_order
+    be = get_backend(backend)
+    lanes = be.caps.tape_lanes
+    caps = [np.asarray(c, dtype=np.int64) for c in caps]
+    if lanes == 1:
+        return [int(c.sum()) for c in caps]
+    xp = be.xp if be.caps.sizes_on_device else np
+    order = be.to_numpy(work_order(xp.asarray(sum(caps)), xp))
+    out = []
+    for c in caps:
+        padded = np.zeros(-(-c.size // lanes) * lanes, np.int64)
+        padded[:c.size] = c[order]
+        out.append(int(padded.reshape(-1, lanes).max(axis=1).sum()) * lanes)
+    return out

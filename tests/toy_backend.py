@@ -1,7 +1,7 @@
 """A toy backend, registered only through the backend table: the interpreter under another
 name, with the caps of a small device (32-bit indices, no float64 transcendentals) that runs
-elements in order of their trip counts and sizes adstacks through its own array namespace (as
-SIMD and GPU backends do). Its
+elements in order of their trip counts, sizes adstacks through its own array namespace and
+interleaves the tapes of groups of 4 elements (as SIMD and GPU backends do). Its
 launch checks that every integer the kernel is handed fits 32 bits, as such a device needs.
 tests/test_toy_backend.py runs the cross-backend suites with it."""
 
@@ -16,7 +16,7 @@ FLOAT32_MATH = frozenset(pair for pair in Caps().native_math if pair[1] == "floa
 class ToyBackend(InterpretBackend):
     name = "toy"
     caps = Caps(index64=False, native_math=FLOAT32_MATH, order_elements=True,
-                sizes_on_device=True)
+                sizes_on_device=True, tape_lanes=4)
 
     legalize = Backend.legalize          # a device: composites and float64 math expanded
 

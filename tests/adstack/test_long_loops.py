@@ -3,6 +3,7 @@
 import numpy as np
 
 import dloop as dl
+from helpers import tape_slots
 
 
 def _trips(rng, size, longest):
@@ -37,7 +38,7 @@ def test_fori_with_5000_trips(backend):
     g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1,
                                        x).sum())(x)
     np.testing.assert_allclose(g, numpy_damped_sine_adjoint(x, n), rtol=0, atol=1e-9)
-    assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * 8
+    assert dl.memory_stats()["adstack_bytes_used"] == tape_slots(backend, n)[0] * 8
 
 
 def test_while_with_3000_trips(backend):
@@ -69,4 +70,4 @@ def test_while_with_3000_trips(backend):
         r_bar += np.where(live, v_bar * (-(v_i - target) + 0.001 * np.sin(v_i)), 0.0)
         v_bar = np.where(live, v_bar * (1 - rate + 0.001 * np.cos(v_i) * rate), v_bar)
     np.testing.assert_allclose(g, r_bar, rtol=0, atol=1e-9)
-    assert dl.memory_stats()["adstack_bytes_used"] == trips.sum() * 8
+    assert dl.memory_stats()["adstack_bytes_used"] == tape_slots(backend, trips)[0] * 8

@@ -6,6 +6,7 @@ import pytest
 import dloop as dl
 from dloop.errors import DloopMemoryError
 from dloop.runtime.heap import Heap
+from helpers import tape_slots
 
 
 def _grad(x, n):
@@ -15,8 +16,10 @@ def _grad(x, n):
 def test_bytes_used_is_total_trips_times_slot(backend):
     n = np.array([0, 3, 10, 1])
     _grad(np.ones(4), n)
-    assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * 8
-    assert dl.memory_stats()["adstack_bytes_reserved"] >= n.sum() * 8
+    slots, = tape_slots(backend, n)
+    assert slots >= n.sum()
+    assert dl.memory_stats()["adstack_bytes_used"] == slots * 8
+    assert dl.memory_stats()["adstack_bytes_reserved"] >= slots * 8
 
 
 def test_storage_proportional_to_work_not_longest_trip(backend):
@@ -31,7 +34,10 @@ def test_storage_proportional_to_work_not_longest_trip(backend):
     used_skewed = dl.memory_stats()["adstack_bytes_used"]
     _grad(x, uniform)
     used_uniform = dl.memory_stats()["adstack_bytes_used"]
-    assert used_skewed <= 1.2 * used_uniform
+    # Within 1.2 x (trips + 2) slots: the padding of interleaved tapes (caps.tape_lanes) stays
+    # below the two slots per element that the bound allows.
+    assert used_skewed <= 1.2 * (skewed + 2).sum() * 8
+    assert used_uniform <= 1.2 * (uniform + 2).sum() * 8
     assert used_skewed < size * 1000 * 8 / 10
 
 
@@ -41,7 +47,8 @@ def test_bytes_grow_linearly_with_trip_count(backend):
     for trips in (10, 20, 40):
         _grad(x, trips)
         used.append(dl.memory_stats()["adstack_bytes_used"])
-    assert used == [100 * 10 * 8, 100 * 20 * 8, 100 * 40 * 8]
+    assert used == [tape_slots(backend, np.full(100, t))[0] * 8 for t in (10, 20, 40)]
+    assert used[2] == 2 * used[1] == 4 * used[0]
 
 
 def test_launch_without_elements_allocates_nothing(backend):

@@ -49,3 +49,31 @@ def test_layout_is_an_exclusive_prefix_sum():
     np.testing.assert_array_equal(layout.start, [0, 3, 3, 8])
     assert layout.regions == {"float64": (np.dtype(np.float64), 18),
                               "int64": (np.dtype(np.int64), 9)}
+
+
+def test_interleaved_layout_gives_each_lane_group_disjoint_interleaved_slots():
+    """With lanes L, a group of L threads shares its largest capacity and slot k of lane l of
+    stack j sits at G * (start - lane) + lane + (j * cap + k) * L (kernel/kir.py): every
+    slot of every element lands in the region once, and the regions hold the padded total."""
+    rng = np.random.default_rng(3)
+    n, lanes = 1000, 4
+    dtypes = (np.dtype(np.float64),) * 2 + (np.dtype(np.int64),)
+    info = LoopInfo(loop_id=0, kind="fori", shape=(n,), carry_dtypes=dtypes,
+                    invariant_modes=(), body=None)
+    need = rng.integers(0, 30, n)
+    order = np.argsort(-need, kind="stable")
+    layout = loop_layout(info, need, order, lanes=lanes)
+    assert np.all(layout.cap >= need)
+    slots = layout.regions["float64"][1]
+    seen = np.zeros(slots, int)
+    for e in range(n):
+        lane = layout.start[e] % lanes
+        for j in range(2):
+            k = np.arange(need[e])
+            seen[2 * (layout.start[e] - lane) + lane + (j * layout.cap[e] + k) * lanes] += 1
+    assert seen.max() == 1 and seen.sum() == 2 * need.sum()
+    # Threads run in `order`: the four of a group are neighbours in it and share a capacity.
+    groups = layout.cap[order][: n // lanes * lanes].reshape(-1, lanes)
+    assert np.all(groups == groups[:, :1])
+    # Sorted by need, the padding is at most lanes x the longest capacity.
+    assert slots // 2 - need.sum() <= lanes * need.max()

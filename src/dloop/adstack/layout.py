@@ -2,7 +2,14 @@
 prefix sum of per-element capacities, so storage is the sum of the trip counts, not
 elements x the longest trip. The total is checked against config.max_adstack_bytes before
 the prefix sum, so an int64 sum never wraps around and nothing is allocated for a loop that
-cannot fit."""
+cannot fit.
+
+On backends whose threads run in lockstep groups of L (caps.tape_lanes, a GPU warp), each
+group of L consecutive threads shares one capacity, its largest member's, and their slots
+are interleaved (kernel/kir.py): slot k of the group's stacks is L neighbouring words, one
+per thread, so a warp's push is one coalesced store instead of L scattered ones. The
+threads run in order of decreasing work, so a group's capacities differ little: the padding
+is at most L times the longest capacity in all (the sum telescopes over sorted groups)."""
 
 from dataclasses import dataclass
 
@@ -21,25 +28,32 @@ class LoopLayout:
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap, order=None, xp=np):
+def loop_layout(info, cap, order=None, xp=np, lanes=1):
     """With `order` (the elements in the order threads run them), the slices are laid out in
     that order, so threads that run together write neighbouring memory (for launches of at
-    least parallel.MIN_CHUNK elements; smaller ones keep element order). xp: the array
-    namespace of `cap` and `order` (NumPy, or the device's where sizing runs there)."""
+    least parallel.MIN_CHUNK elements, or any launch with lanes > 1; smaller ones keep
+    element order). xp: the array namespace of `cap` and `order` (NumPy, or the device's
+    where sizing runs there). lanes: caps.tape_lanes, the interleaving group (module
+    docstring)."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
-    if cap.size < parallel.MIN_CHUNK:
+    if cap.size < parallel.MIN_CHUNK and lanes == 1:
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
     ordered = cap if order is None else parallel.take(cap, order, xp)
-    running = parallel.exclusive_cumsum(ordered, xp)     # the slices' starts, in that order
-    total = int(running[-1] + ordered[-1]) if cap.size else 0
-    if order is None:
-        start = running
+    if lanes > 1:
+        ordered, running, total = _interleaved(ordered, lanes, xp)
+        _check_size(info, ordered, padded=total)
     else:
-        start = xp.empty_like(cap)
+        running = parallel.exclusive_cumsum(ordered, xp)  # the slices' starts, in that order
+        total = int(running[-1] + ordered[-1]) if cap.size else 0
+    if order is None:
+        start, cap = running, ordered
+    else:
+        start, cap = xp.empty_like(cap), xp.empty_like(cap)
         parallel.scatter(start, order, running, xp)
+        parallel.scatter(cap, order, ordered, xp)
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)
@@ -47,14 +61,35 @@ def loop_layout(info, cap, order=None, xp=np):
     return LoopLayout(cap, start, regions)
 
 
-def _check_size(info, cap):
+def _interleaved(ordered, lanes, xp):
+    """For capacities in thread order: each thread's capacity raised to its group's largest,
+    the starts (group start + the thread's lane; group starts are multiples of `lanes`),
+    and the slots per stack of the whole loop. Capacities already passed _check_size, so
+    a group's lanes * capacity cannot overflow int64."""
+    n = ordered.size
+    groups = -(-n // lanes)
+    if groups * lanes != n:
+        ordered = xp.concatenate([ordered, xp.zeros(groups * lanes - n, np.int64)])
+    group_cap = ordered.reshape(groups, lanes).max(axis=1)
+    group_start = parallel.exclusive_cumsum(group_cap * lanes, xp)
+    total = int(group_start[-1] + group_cap[-1] * lanes) if n else 0
+    start = group_start[:, None] + xp.arange(lanes, dtype=np.int64)[None, :]
+    cap = xp.broadcast_to(group_cap[:, None], (groups, lanes))
+    return xp.ascontiguousarray(cap.reshape(-1)[:n]), start.reshape(-1)[:n], total
+
+
+def _check_size(info, cap, padded=None):
     """Refuse a loop whose stacks would pass max_adstack_bytes. The float64 sum is a cheap
-    filter (exact to far below the limit); the message's figure is exact Python integers."""
+    filter (exact to far below the limit); the message's figure is exact Python integers.
+    padded: the slots per stack once interleaved (cap then holds the raised capacities)."""
     per_slot = sum(np.dtype(d).itemsize for d in info.carry_dtypes)
     limit = config.max_adstack_bytes
-    if not cap.size or not per_slot or float(cap.sum(dtype=np.float64)) * per_slot <= limit:
+    if padded is not None:
+        if padded * per_slot <= limit:
+            return
+    elif not cap.size or not per_slot or float(cap.sum(dtype=np.float64)) * per_slot <= limit:
         return
-    needed = sum(int(c) for c in cap.tolist()) * per_slot
+    needed = (padded if padded is not None else sum(int(c) for c in cap.tolist())) * per_slot
     if needed <= limit:
         return
     longest = int(cap.max())

@@ -63,6 +63,9 @@ class Caps:
     # Adstack sizing (capacities, element order, layout) runs in the backend's array namespace
     # `xp` on the device, so per-element arrays never cross to the host and back.
     sizes_on_device: bool = False
+    # Elements whose adstack slots are interleaved in groups of this many (kernel/kir.py):
+    # the width of a GPU warp, whose threads then store one slot each to one cache line.
+    tape_lanes: int = 1
 
 
 _instances = {}

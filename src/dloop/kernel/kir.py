@@ -5,11 +5,16 @@ buffers; control flow is structured (For, While, If), so every backend can emit 
 Adstack operations are explicit. A thread's stacks, counters and the fault flags are the only
 mutable state, and each has a fixed meaning every backend implements the same way:
 
-* at thread start, stack s gets base = group_size * start[tid] + index * cap[tid] (both
-  buffers of the stack's loop) and capacity cap[tid]; its depth sp starts at 0.
+* at thread start, stack s gets capacity cap[tid] and base = group_size * (start[tid] - lane)
+  + lane + index * cap[tid] * L, where L is the kernel's `tape_lanes` and lane = start[tid]
+  mod L (start and cap are buffers of the stack's loop); its depth sp starts at 0. Slot k of
+  the stack is region[base + k * L]. With L = 1 a stack is one contiguous slice; with L > 1
+  the layout gives each group of L elements one capacity and interleaves their slots, so
+  that the L threads a GPU runs in lockstep store to neighbouring addresses
+  (adstack/layout.py).
 * StackInit(s, d): sp = d.
-* Push(s, v): if sp < cap: region[base + sp] = v, else Fault(s.fault_slot, sp + 1); sp += 1.
-* Pop(s): sp = max(sp - 1, 0); the value is region[base + sp] if sp < cap, else 0.
+* Push(s, v): if sp < cap: slot sp = v, else Fault(s.fault_slot, sp + 1); sp += 1.
+* Pop(s): sp = max(sp - 1, 0); the value is slot sp if sp < cap, else 0.
 * Fault(slot, v): faults[0] = 1; faults[1 + slot] = max(faults[1 + slot], v) (atomically).
 * CountMax(c, v): counter c = max(counter c, v); counters start at 0 and are stored to
   counts[c * n_threads + tid] when the thread ends.
@@ -198,6 +203,7 @@ class Kernel:
     faults: list = field(default_factory=list)
     counters: list = field(default_factory=list)     # loop ids, in counter order
     accum_outputs: dict = field(default_factory=dict)   # output var id -> 'accum' buffer
+    tape_lanes: int = 1            # L in the stacks' addressing (the backend's caps)
 
     def buffer_index(self, kind, key=None):
         for k, b in enumerate(self.buffers):

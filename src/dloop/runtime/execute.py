@@ -217,7 +217,8 @@ class Execution:
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
-                layout = loop_layout(info, caps[loop_id], order, self._sizing_xp())
+                layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
+                                     self.backend.caps.tape_lanes)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
@@ -316,7 +317,12 @@ def work_order(work, xp=np):
     sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
     255 the work is scaled down, which orders it to within 1/255 of its maximum: enough to
     let threads that run in lockstep end their loops together. On the host, large arrays
-    are sorted in one part per thread (adstack/parallel.py)."""
+    are sorted in one part per thread (adstack/parallel.py). A device sorts the work
+    itself (a radix sort there costs little more than the key's): interleaved tapes
+    (caps.tape_lanes) are padded to each lockstep group's longest, which an exact order
+    keeps small."""
+    if xp is not np:
+        return parallel.order_by_key(-work, xp)
     top = int(work.max()) if work.size else 0
     scaled = work if top < 256 else work // (top // 255 + 1)
     key = (255 - scaled).astype(np.uint8)

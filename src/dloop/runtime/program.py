@@ -117,6 +117,7 @@ def _kernel(backend, timings, kernel):
 def _plan(step, backend, timings):
     kernel = _timed(timings, "lower", lower_group, step.name, step.ops, step.inputs,
                     step.outputs, step.shape)
+    kernel.tape_lanes = backend.caps.tape_lanes
     known = set(step.inputs)
     nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
                   capacity.nest_infos(op.params["info"]))

@@ -13,7 +13,7 @@ from .ops import const, ctype, expr, storage_ctype
 
 # Every CUDA device NVRTC 13 targets (sm_75 and later) has float64, 64-bit and float atomics
 # and CUDA's math library in both widths. 256-byte heap regions keep every load aligned.
-CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True)
+CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True, tape_lanes=32)
 
 HEADER = "dloop/adstack.cuh"      # the include name of _native/cuda/adstack.cuh
 KERNEL_NAME = "dloop_kernel"
@@ -75,10 +75,12 @@ class Renderer:
 
     def _thread_start(self):
         tid = self.name(self.kernel.tid)
+        lanes = self.kernel.tape_lanes
         for k, spec in enumerate(self.kernel.stacks):
             self.emit(f"const long long cap{k} = buf{spec.cap}[{tid}];")
-            self.emit(f"const long long base{k} = {spec.group_size}LL * buf{spec.start}[{tid}]"
-                      f" + {spec.index}LL * cap{k};")
+            self.emit(f"const long long lane{k} = buf{spec.start}[{tid}] % {lanes}LL;")
+            self.emit(f"const long long base{k} = {spec.group_size}LL * (buf{spec.start}[{tid}]"
+                      f" - lane{k}) + lane{k} + {spec.index * lanes}LL * cap{k};")
             self.emit(f"long long sp{k} = 0;")
         for c in range(len(self.kernel.counters)):
             self.emit(f"long long counter{c} = 0;")
@@ -187,7 +189,7 @@ class Renderer:
 
     def _stack(self, k):
         spec = self.kernel.stacks[k]
-        return spec, f"buf{spec.region}, base{k}, cap{k}, sp{k}"
+        return spec, f"buf{spec.region}, base{k}, cap{k}, {self.kernel.tape_lanes}LL, sp{k}"
 
     def _faults(self):
         return f"buf{self.kernel.buffer_index('faults')}"

@@ -23,9 +23,11 @@ class _Thread:
         self.env = {kernel.tid: tid}
         self.stacks = []
         for s in kernel.stacks:
-            cap = buffers[s.cap][tid]
-            base = s.group_size * buffers[s.start][tid] + s.index * cap
-            self.stacks.append({"base": base, "cap": cap, "sp": np.zeros(n, np.int64)})
+            cap, start, lanes = buffers[s.cap][tid], buffers[s.start][tid], kernel.tape_lanes
+            lane = start % lanes
+            base = s.group_size * (start - lane) + lane + s.index * cap * lanes
+            self.stacks.append({"base": base, "cap": cap, "sp": np.zeros(n, np.int64),
+                                "lanes": lanes})
         self.counters = [np.zeros(n, np.int64) for _ in kernel.counters]
 
     def run(self):
@@ -117,7 +119,7 @@ class _Thread:
         sp = st["sp"]
         fits = mask & (sp < st["cap"])
         region = self.buffers[spec.region]
-        region[(st["base"] + sp)[fits]] = self.val(s.value)[fits]
+        region[(st["base"] + sp * st["lanes"])[fits]] = self.val(s.value)[fits]
         over = mask & ~fits
         if over.any():
             self._fault(spec.fault_slot, (sp + 1)[over].max())
@@ -128,7 +130,7 @@ class _Thread:
         st["sp"] = np.where(mask, np.maximum(st["sp"] - 1, 0), st["sp"])
         valid = mask & (st["sp"] < st["cap"])
         out = np.zeros(self.n, s.out.dtype)
-        out[valid] = self.buffers[spec.region][(st["base"] + st["sp"])[valid]]
+        out[valid] = self.buffers[spec.region][(st["base"] + st["sp"] * st["lanes"])[valid]]
         self.set(s.out, out)
 
     def _fault(self, slot, value):
