@@ -91,6 +91,7 @@ def _trace(fn, args, where):
     on_device = library.backend == "cuda"
     arrays = [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
     with Builder() as b:
+        b.keeps_device_arrays = on_device
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
         out = fn(*pytree.unflatten(treedef, tracers))
         out_leaves, out_td = pytree.flatten(out)

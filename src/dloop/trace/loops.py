@@ -13,7 +13,7 @@ from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
-from .tracer import Builder, Tracer, bind, current_builder, is_tracing
+from .tracer import Builder, Tracer, bind, current_builder, device_constant, is_tracing
 
 _loop_ids = itertools.count()
 
@@ -289,7 +289,8 @@ def _from_library(x, src):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
             not hasattr(x, "__dlpack__"):
         return x
-    return to_numpy(x, src)
+    kept = device_constant(x)
+    return kept if kept is not None else to_numpy(x, src)
 
 
 def _carry_leaves(init, src):

@@ -11,7 +11,7 @@ from ..ir import prims
 from ..ir.semantics import evaluate
 from ..libraries import to_numpy
 from ..source import user_location
-from .tracer import Tracer, bind1, current_builder
+from .tracer import Tracer, bind1, current_builder, device_constant
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -24,8 +24,9 @@ def is_traced(*xs):
 def _check_operand(x):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
         return x
-    if hasattr(x, "__dlpack__"):
-        return to_numpy(x, user_location())       # an array of another library, captured
+    if hasattr(x, "__dlpack__"):                # an array of another library, captured
+        kept = device_constant(x)
+        return kept if kept is not None else to_numpy(x, user_location())
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         return np.asarray(x)
     raise DloopTypeError(f"unsupported operand of type {type(x).__name__}", user_location())

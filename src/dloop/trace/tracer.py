@@ -30,7 +30,11 @@ class Builder:
         self.inputs = []
         self.captures = {}        # parent-level Var -> input Var of this builder
         self._captured_from = {}  # the reverse: input Var of this builder -> parent-level Var
-        self.consts = {}          # top level only: const Var -> np.ndarray
+        self.consts = {}          # top level only: const Var -> np.ndarray (or device array)
+        # Top level only: the trace runs on the cuda backend, so CUDA arrays the function
+        # captures stay on the device as constants (device_constant) instead of crossing to
+        # the host and back at every call.
+        self.keeps_device_arrays = False
         self._const_ids = {}
         self.active = True
 
@@ -133,6 +137,25 @@ def is_tracing():
     return bool(_state.stack)
 
 
+_DEVICE_DTYPES = ("bool", "int32", "int64", "float32", "float64")
+
+
+def device_constant(x):
+    """x, an array the traced function captured, as a tracer of a constant that stays on
+    the device (Builder.keeps_device_arrays); None where x is to be copied to the host as a
+    NumPy constant instead (not a CUDA array, not a cuda trace, or a dtype dloop widens or
+    refuses on the host)."""
+    from ..libraries import on_cuda, to_input
+    builder = current_builder()
+    if builder is None or not builder._root().keeps_device_arrays or not on_cuda(x):
+        return None
+    array = to_input(x, True, user_location())
+    if array.dtype.name not in _DEVICE_DTYPES:
+        return None
+    root = builder._root()
+    return Tracer(builder, builder._lift_var(root.const_var(array), root))
+
+
 def _target_builder(args):
     target = None
     for a in args:
@@ -198,7 +221,10 @@ class Tracer:
             return np.asarray(self.node.value, self.node.aval.dtype)
         root = self.builder._root()
         b, var = self.builder.owner_of(self.node)
-        return root.consts.get(var) if b is root else None
+        value = root.consts.get(var) if b is root else None
+        # A device constant is not read on the host while tracing: it stays an array on the
+        # device, traced like an argument.
+        return value if isinstance(value, np.ndarray) else None
 
     def __bool__(self):
         value = self.constant_value()

@@ -106,6 +106,30 @@ def test_empty_launch_allocates_nothing():
     assert g.shape == (0,) and be.reserved_bytes() == before
 
 
+def test_captured_device_arrays_stay_on_the_device(monkeypatch):
+    """A CuPy array (or CUDA tensor) the function captures, here the trip counts, is a
+    constant on the device: tracing never copies it to the host, and a later call that
+    captures another array of the same shape reuses the compiled program with the new
+    values."""
+    from dloop.trace import loops, ops
+    copied = []
+    for module in (loops, ops):
+        real = module.to_numpy
+        monkeypatch.setattr(module, "to_numpy",
+                            lambda x, where=None, real=real: copied.append(x) or real(x, where))
+    x = cp.linspace(0.5, 1.5, 3000)
+    for k in (37, 11):
+        n = cp.asarray(np.arange(3000) % k)
+        g = dl.grad(lambda x: _decay(x, n) + (x * n).sum())(x)
+        expected = 0.9 ** (np.arange(3000) % k) + np.arange(3000) % k
+        np.testing.assert_allclose(cp.asnumpy(g), expected, rtol=1e-12)
+    torch = pytest.importorskip("torch")
+    n = torch.arange(3000, device="cuda") % 5
+    g = dl.grad(lambda x: _decay(x, n))(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 0.9 ** (np.arange(3000) % 5), rtol=1e-12)
+    assert copied == []
+
+
 def test_adstack_sizing_stays_on_the_device(monkeypatch):
     """Capacities, element order and layout are computed by CuPy: no per-element array is
     downloaded during a gradient (only scalars: the largest capacity, the total slots), and
