@@ -29,8 +29,8 @@ def _checked(name, a, b, xp):
     float64 twin of the computation flags those elements (its rounding is far below the
     margin). The operands' magnitudes usually show at once that nothing can pass it."""
     op = getattr(xp, name)
+    ma, mb = _magnitude(a, xp), _magnitude(b, xp)
     a, b = xp.asarray(a, dtype=np.int64), xp.asarray(b, dtype=np.int64)
-    ma, mb = _magnitude(a), _magnitude(b)
     if (ma * mb if name == "multiply" else ma + mb) < SATURATED:
         return op(a, b)
     with np.errstate(over="ignore"):
@@ -40,8 +40,15 @@ def _checked(name, a, b, xp):
                     xp.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
 
 
-def _magnitude(x):
-    return max(-int(x.min()), int(x.max()), 0) if x.size else 0
+def _magnitude(x, xp):
+    """max |x|, read from the device in one transfer (a scalar needs none)."""
+    if np.ndim(x) == 0 and not hasattr(x, "device"):
+        return abs(int(x))
+    x = xp.asarray(x)
+    if not x.size:
+        return 0
+    lo, hi = xp.stack([x.min(), x.max()]).tolist()
+    return max(-int(lo), int(hi), 0)
 
 
 def _as_int64(array, xp):
