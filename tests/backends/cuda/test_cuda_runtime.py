@@ -153,3 +153,55 @@ def test_adstack_sizing_stays_on_the_device(monkeypatch):
     steps = np.ceil(np.log2(cp.asnumpy(y)))         # halvings until v <= 1
     np.testing.assert_allclose(cp.asnumpy(g), 0.5 ** steps, rtol=1e-12)
     assert max(sizes, default=0) < n_elems, sizes
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sincos_is_sin_and_cos_bit_for_bit(dtype):
+    """The renderer fuses sin(a) and cos(a) of one value into CUDA's sincos (render.py); that
+    is only sound if sincos returns exactly what sin and cos return, over the whole range."""
+    from dloop.backends.cuda.compile import OPTIONS
+    t, suffix = ("double", "") if dtype == "float64" else ("float", "f")
+    kernel = cp.RawKernel(f"""
+    extern "C" __global__ void k(const {t}* x, {t}* out, long long n) {{
+      long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+      if (j >= n) return;
+      {t} s, c;
+      sincos{suffix}(x[j], &s, &c);
+      out[4 * j] = s; out[4 * j + 1] = c;
+      out[4 * j + 2] = sin{suffix}(x[j]); out[4 * j + 3] = cos{suffix}(x[j]);
+    }}""", "k", options=tuple(o for o in OPTIONS if not o.startswith("--std")))
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-10, 10, 200_000), rng.uniform(-1e6, 1e6, 100_000),
+                        np.exp(rng.uniform(-40, 40, 100_000)) * rng.choice([-1, 1], 100_000),
+                        [0.0, -0.0, np.pi, 1e300 if dtype == "float64" else 3e38]])
+    x = cp.asarray(x.astype(dtype))
+    out = cp.empty(4 * x.size, dtype)
+    kernel(((x.size + 255) // 256,), (256,), (x, out, np.int64(x.size)))
+    out = cp.asnumpy(out).reshape(-1, 4)
+    np.testing.assert_array_equal(out[:, 0].view(f"u{out.itemsize}"),
+                                  out[:, 2].view(f"u{out.itemsize}"))
+    np.testing.assert_array_equal(out[:, 1].view(f"u{out.itemsize}"),
+                                  out[:, 3].view(f"u{out.itemsize}"))
+
+
+def test_kernels_with_sin_and_cos_of_one_value_use_sincos():
+    """W1's reverse kernel needs sin(v) and cos(v): its source calls sincos once."""
+    from dloop.runtime import program
+    sources = []
+    program.KERNEL_HOOKS.append(lambda k: sources.append(get_backend("cuda").render(k)))
+    try:
+        x = cp.linspace(0.1, 1.0, 64)
+        n = cp.arange(64) % 7
+        g = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.95 + 0.1 * x * np.sin(v),
+                                           x).sum())(x)
+    finally:
+        program.KERNEL_HOOKS.pop()
+    assert any("sincos(" in s for s in sources)
+    # d/dx of the loop, by the chain rule on the host: the reference is independent code.
+    xs, ns = cp.asnumpy(x), cp.asnumpy(n)
+    v, dv = xs.copy(), np.ones_like(xs)
+    for k in range(ns.max()):
+        live = k < ns
+        v, dv = (np.where(live, v * 0.95 + 0.1 * xs * np.sin(v), v),
+                 np.where(live, dv * (0.95 + 0.1 * xs * np.cos(v)) + 0.1 * np.sin(v), dv))
+    np.testing.assert_allclose(cp.asnumpy(g), dv, rtol=1e-12)

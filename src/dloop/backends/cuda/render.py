@@ -94,7 +94,16 @@ class Renderer:
             self.emit(f"buf{counts}[{c}LL * n_threads + {tid}] = counter{c};")
 
     def statements(self, stmts):
+        paired = _sincos_pairs(stmts)
         for s in stmts:
+            if id(s) in paired:
+                partner = paired[id(s)]
+                if partner is not None:       # the first of the pair: both results at once
+                    sin, cos = (s, partner) if s.op == "sin" else (partner, s)
+                    fn = "sincosf" if np.dtype(s.out.dtype) == np.float32 else "sincos"
+                    self.emit(f"{fn}({self.val(s.args[0])}, &{self.name(sin.out)}, "
+                              f"&{self.name(cos.out)});", s.src)
+                continue
             getattr(self, "do_" + type(s).__name__)(s)
 
     def block(self, stmts):
@@ -225,6 +234,22 @@ def _line_directive(src):
 
 def _escape(path):
     return path.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _sincos_pairs(stmts):
+    """sin(a) and cos(a) of one value in one block, as {id(first): second, id(second): None}:
+    CUDA's sincos shares the argument reduction (the costly part of both) and gives results
+    identical to sin's and cos's (tests/backends/cuda checks this bit for bit)."""
+    seen, pairs = {}, {}
+    for s in stmts:
+        if isinstance(s, kir.Assign) and s.op in ("sin", "cos") and \
+                isinstance(s.args[0], kir.KVar):
+            other = seen.get((s.args[0], "cos" if s.op == "sin" else "sin"))
+            if other is not None and id(other) not in pairs:
+                pairs[id(other)], pairs[id(s)] = s, None
+            else:
+                seen.setdefault((s.args[0], s.op), s)
+    return pairs
 
 
 def render(kernel, caps=CUDA_CAPS):
