@@ -62,15 +62,6 @@ DLOOP_SIDE = {
     "signal.envelope": "an analytic signal: complex values (dloop has no complex dtype); "
                        "SciPy's fft converts to NumPy when the namespace has no fft",
     "signal.freqz_zpk": "a complex frequency response (dloop has no complex dtype)",
-    "linalg.orthogonal_procrustes": "xp.linalg.svd (dloop has no matrix decompositions)",
-    **{f"spatial.{name}": "xp.linalg.svd (dloop has no matrix decompositions): SciPy "
-       "orthogonalizes every matrix it converts to a rotation" for name in (
-           "Rotation.from_matrix", "RigidTransform.from_matrix", "RigidTransform.from_components",
-           "RigidTransform.as_components", "RigidTransform.as_exp_coords",
-           "RigidTransform.__mul__")},
-    "spatial.Rotation.align_vectors": "xp.linalg.svd (dloop has no matrix decompositions)",
-    "spatial.Rotation.mean": "xp.linalg.eigh (dloop has no matrix decompositions)",
-    "spatial.RigidTransform.mean": "xp.linalg.eigh (dloop has no matrix decompositions)",
 }
 
 

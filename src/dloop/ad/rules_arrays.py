@@ -1,5 +1,8 @@
-"""STAGE 3 — VJP rules of the whole-array host primitives and the newer elementwise ones."""
+"""STAGE 3 — VJP rules of the whole-array host primitives and the newer elementwise ones.
+A decomposition's rule emits one host primitive (svd_vjp, eigh_vjp) that takes only the
+cotangents that exist: an unused output's is None and costs nothing."""
 
+from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .rules import _one, _reciprocal, _unary, _zero_rule
 from .vjp import VJP_RULES
@@ -85,3 +88,39 @@ def _slice_vjp_rule(em, op, bars, needs, context):
 
 VJP_RULES[P["cumprod"]] = _cumprod_rule
 VJP_RULES[P["static_slice_vjp"]] = _slice_vjp_rule
+
+
+def _present(bars):
+    return [b for b in bars if b is not None], tuple(b is not None for b in bars)
+
+
+def _svd_rule(em, op, bars, needs, context):
+    m, n = op.inputs[0].aval.shape[-2:]
+    if op.params["full_matrices"] and m != n and bars[0 if m > n else 2] is not None:
+        raise DloopNotImplementedError(
+            f"the gradient through {'u' if m > n else 'vh'} of linalg.svd(full_matrices=True) "
+            f"of a {m} x {n} matrix: its last {abs(m - n)} {'columns' if m > n else 'rows'} are "
+            "not determined by the matrix. Use full_matrices=False", op.src)
+    present, has = _present(bars)
+    return [em.op("svd_vjp", *op.outputs, *present, has=has)]
+
+
+def _svdvals_rule(em, op, bars, needs, context):
+    u, s, vh = em.emit("svd", op.inputs, full_matrices=False)
+    return [em.op("svd_vjp", u, s, vh, bars[0], has=(False, True, False))]
+
+
+def _eigh_rule(em, op, bars, needs, context):
+    present, has = _present(bars)
+    return [em.op("eigh_vjp", *op.outputs, *present, has=has)]
+
+
+def _eigvalsh_rule(em, op, bars, needs, context):
+    w, v = em.emit("eigh", op.inputs)
+    return [em.op("eigh_vjp", w, v, bars[0], has=(True, False))]
+
+
+VJP_RULES[P["svd"]] = _svd_rule
+VJP_RULES[P["svdvals"]] = _svdvals_rule
+VJP_RULES[P["eigh"]] = _eigh_rule
+VJP_RULES[P["eigvalsh"]] = _eigvalsh_rule

@@ -128,6 +128,30 @@ cumprod_p = _make("cumprod", "host", lambda a, *, axis: [(a.shape, a.dtype)])
 cumprod_vjp_p = _make("cumprod_vjp", "host", lambda a, g, *, axis: [(a.shape, a.dtype)])
 
 
+def _svd_eval(a, *, full_matrices):
+    *batch, m, n = a.shape
+    k = min(m, n)
+    u, vh = ((m, m), (n, n)) if full_matrices else ((m, k), (k, n))
+    return [(tuple(batch) + u, a.dtype), (tuple(batch) + (k,), a.dtype),
+            (tuple(batch) + vh, a.dtype)]
+
+
+def _eigh_eval(a):
+    return [(a.shape[:-1], a.dtype), (a.shape, a.dtype)]
+
+
+# Decompositions over the last two axes, batched over the leading ones. Their VJP primitives
+# take the forward inputs and outputs, then the cotangents listed in `has` (an unused output
+# has none), and return the input's cotangent.
+svd_p = _make("svd", "host", _svd_eval)                    # u, s, vh
+svdvals_p = _make("svdvals", "host", lambda a: _svd_eval(a, full_matrices=False)[1:2])
+svd_vjp_p = _make("svd_vjp", "host", lambda u, s, vh, *bars, has: [
+    (u.shape[:-1] + vh.shape[-1:], u.dtype)])
+eigh_p = _make("eigh", "host", _eigh_eval)                 # eigenvalues (ascending), vectors
+eigvalsh_p = _make("eigvalsh", "host", lambda a: _eigh_eval(a)[:1])
+eigh_vjp_p = _make("eigh_vjp", "host", lambda w, v, *bars, has: [(v.shape, v.dtype)])
+
+
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),
 # invariants. params['info'] is a trace.loops.LoopInfo. See ad/loops.py for tape and bwd.
 def _loop_eval(*avals, info):

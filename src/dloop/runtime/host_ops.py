@@ -64,6 +64,69 @@ def _cumprod_vjp(x, g, *, axis):
     return np.moveaxis(s * before, -1, axis)
 
 
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _diag(d):
+    return d[..., :, None] * np.eye(d.shape[-1], dtype=d.dtype, like=d)
+
+
+def _reciprocal_or_zero(d):
+    """1 / d, and 0 where d is 0: the factors of a decomposition's VJP that belong to
+    repeated values (see _svd_vjp)."""
+    zero = d == 0
+    return np.where(zero, 0, 1 / np.where(zero, 1, d))
+
+
+def _cotangents(bars, has):
+    bars = iter(bars)
+    return [next(bars) if present else None for present in has]
+
+
+def _svd_vjp(u, s, vh, *bars, has):
+    """Cotangent of x = u diag(s) vh, from those of u, s and vh (None where unused). With
+    J = u^T u_bar, K = v^T v_bar, A = J - J^T, B = K - K^T, the off-diagonal core is
+    ((A + B)_ij / (s_j - s_i) + (A - B)_ij / (s_j + s_i)) / 2, the usual F_ij = 1 / (s_j^2 -
+    s_i^2) form split so that a loss invariant under rotations of u and v within a repeated
+    singular value (A + B = 0 there, e.g. the polar factor u @ vh) stays exact at s_i == s_j.
+    Where s_i == s_j (or s_i + s_j == 0) the factor is 0, not inf: SciPy computes a
+    decomposition and then selects the original matrix with xp.where, so the decomposition
+    receives a zero cotangent that must not become 0 * inf = nan. At an exact repeat a loss
+    that depends on the arbitrary basis of that subspace has no derivative; the result is
+    then the gradient with the rotation inside the subspace held fixed."""
+    ubar, sbar, vhbar = _cotangents(bars, has)
+    k = s.shape[-1]
+    u, vh = u[..., :k], vh[..., :k, :]        # full_matrices: the rule checked the extra part
+    core = _diag(sbar) if sbar is not None else np.zeros(s.shape + (k,), s.dtype, like=s)
+    if ubar is not None or vhbar is not None:
+        j = _mT(u) @ ubar if ubar is not None else 0
+        kk = vh @ _mT(vhbar) if vhbar is not None else 0
+        a, b = j - _mT(j), kk - _mT(kk)
+        si, sj = s[..., :, None], s[..., None, :]
+        core = core + 0.5 * ((a + b) * _reciprocal_or_zero(sj - si) +
+                             (a - b) * _reciprocal_or_zero(sj + si))
+    out = u @ core @ vh
+    s_inv = _reciprocal_or_zero(s)
+    if ubar is not None and u.shape[-2] > k:  # thin: the part of u_bar outside span(u)
+        out = out + ((ubar - u @ (_mT(u) @ ubar)) * s_inv[..., None, :]) @ vh
+    if vhbar is not None and vh.shape[-1] > k:
+        out = out + u @ (s_inv[..., :, None] * (vhbar - (vhbar @ _mT(vh)) @ vh))
+    return out
+
+
+def _eigh_vjp(w, v, *bars, has):
+    """Cotangent of a symmetric x = v diag(w) v^T: v (diag(w_bar) + F o (C - C^T) / 2) v^T,
+    C = v^T v_bar, F_ij = 1 / (w_j - w_i), symmetric because only x's symmetric part is read.
+    F is 0 at repeated eigenvalues, as in _svd_vjp and for the same reasons."""
+    wbar, vbar = _cotangents(bars, has)
+    core = _diag(wbar) if wbar is not None else np.zeros(v.shape, v.dtype, like=v)
+    if vbar is not None:
+        c = _mT(v) @ vbar
+        core = core + 0.5 * (c - _mT(c)) * _reciprocal_or_zero(w[..., None, :] - w[..., :, None])
+    return v @ core @ _mT(v)
+
+
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
@@ -81,3 +144,10 @@ HOST_IMPLS[prims.scatter_add_p] = _scatter_add
 HOST_IMPLS[prims.argsort_p] = stable_argsort
 HOST_IMPLS[prims.cumprod_p] = lambda x, *, axis: np.cumprod(x, axis=axis)
 HOST_IMPLS[prims.cumprod_vjp_p] = _cumprod_vjp
+HOST_IMPLS[prims.svd_p] = lambda x, *, full_matrices: tuple(
+    np.linalg.svd(x, full_matrices=full_matrices))
+HOST_IMPLS[prims.svdvals_p] = lambda x: np.linalg.svd(x, compute_uv=False)
+HOST_IMPLS[prims.svd_vjp_p] = _svd_vjp
+HOST_IMPLS[prims.eigh_p] = lambda x: tuple(np.linalg.eigh(x))
+HOST_IMPLS[prims.eigvalsh_p] = lambda x: np.linalg.eigvalsh(x)
+HOST_IMPLS[prims.eigh_vjp_p] = _eigh_vjp
