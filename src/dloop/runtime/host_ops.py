@@ -72,6 +72,10 @@ def _diag(d):
     return d[..., :, None] * np.eye(d.shape[-1], dtype=d.dtype, like=d)
 
 
+def _skew(j):
+    return j - _mT(j)
+
+
 def _reciprocal_or_zero(d):
     """1 / d, and 0 where d is 0: the factors of a decomposition's VJP that belong to
     repeated values (see _svd_vjp)."""
@@ -100,9 +104,8 @@ def _svd_vjp(u, s, vh, *bars, has):
     u, vh = u[..., :k], vh[..., :k, :]        # full_matrices: the rule checked the extra part
     core = _diag(sbar) if sbar is not None else np.zeros(s.shape + (k,), s.dtype, like=s)
     if ubar is not None or vhbar is not None:
-        j = _mT(u) @ ubar if ubar is not None else 0
-        kk = vh @ _mT(vhbar) if vhbar is not None else 0
-        a, b = j - _mT(j), kk - _mT(kk)
+        a = _skew(_mT(u) @ ubar) if ubar is not None else 0
+        b = _skew(vh @ _mT(vhbar)) if vhbar is not None else 0
         si, sj = s[..., :, None], s[..., None, :]
         core = core + 0.5 * ((a + b) * _reciprocal_or_zero(sj - si) +
                              (a - b) * _reciprocal_or_zero(sj + si))
@@ -123,7 +126,7 @@ def _eigh_vjp(w, v, *bars, has):
     core = _diag(wbar) if wbar is not None else np.zeros(v.shape, v.dtype, like=v)
     if vbar is not None:
         c = _mT(v) @ vbar
-        core = core + 0.5 * (c - _mT(c)) * _reciprocal_or_zero(w[..., None, :] - w[..., :, None])
+        core = core + 0.5 * _skew(c) * _reciprocal_or_zero(w[..., None, :] - w[..., :, None])
     return v @ core @ _mT(v)
 
 
