@@ -41,8 +41,27 @@ def _eigh_terms(x, la):
     return total + (la.eigvalsh(sym + _t(sym)) ** 2 * W[3,]).sum()
 
 
+def _solver_terms(x, la):
+    a3 = x[:18].reshape(2, 3, 3) + 3 * np.eye(3)
+    a4 = x[8:24].reshape(4, 4) + 4 * np.eye(4)
+    spd = a3 @ _t(a3) + np.eye(3)
+    total = ((W[3, 3] * la.inv(a3)).sum() + (W[3,] * la.solve(a3, x[:3])).sum() +
+             (W[4, 3][:, :2] * la.solve(a4, x[4:12].reshape(4, 2))).sum())
+    total = total + (W[3, 3] * (la.cholesky(spd) + la.cholesky(spd, upper=True) ** 2)).sum()
+    for m, mode in ((x[:12].reshape(4, 3), "reduced"), (x[:12].reshape(3, 4), "reduced"),
+                    (x[:18].reshape(2, 3, 3), "complete")):
+        q, r = la.qr(m, mode=mode)
+        total = total + (q * W[q.shape[-2:]]).sum() + (r ** 2 * W[r.shape[-2:]]).sum()
+    sign, logabsdet = la.slogdet(a3)
+    total = total + (sign * logabsdet).sum() + la.det(a4) * 1e-2
+    total = total + (W[3, 4] * la.pinv(x[:12].reshape(4, 3))).sum()
+    for order in ("fro", "nuc", 2, -2, 1, -np.inf):
+        total = total + la.matrix_norm(x[:12].reshape(4, 3), ord=order)
+    return total + (W[3, 3] * (la.matrix_power(a3, 3) * 1e-2 + la.matrix_power(a3, -2))).sum()
+
+
 def _terms(x, la):
-    return _svd_terms(x, la) + _eigh_terms(x, la)
+    return _svd_terms(x, la) + _eigh_terms(x, la) + _solver_terms(x, la)
 
 
 def _namespace(x, traced):
@@ -92,6 +111,36 @@ def test_results_match_numpy():
     for got, want in zip(dl.jit(f)(X), expected, strict=True):
         assert got.shape == want.shape
         np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-10, atol=1e-12)
+
+
+def test_solvers_match_numpy():
+    m4, m43 = X[8:].reshape(4, 4) + 4 * np.eye(4), X[:12].reshape(4, 3)
+    spd = m4 @ m4.T
+
+    def run(la, x):
+        a, b = x[8:].reshape(4, 4) + 4 * np.eye(4), x[:12].reshape(4, 3)
+        return (la.inv(a), la.solve(a, b), la.solve(a, x[:4]), la.cholesky(a @ _t(a)),
+                *la.qr(b), *la.qr(b, mode="complete"), *la.slogdet(a), la.det(a), la.pinv(b),
+                la.matrix_norm(b, ord=2, keepdims=True), la.matrix_power(a, 5),
+                la.matrix_power(a, 0), la.matrix_rank(b), la.matrix_rank(b @ _t(b)))
+    expected = run(np.linalg, X)
+    assert np.linalg.matrix_rank(m43 @ m43.T) == 3 and np.linalg.det(spd) > 0
+    got = dl.jit(lambda x: run(x.__array_namespace__().linalg, x))(X)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_numpy_matrix_norms():
+    """np.linalg.norm of a matrix with ord 2, 'nuc', 1 and -inf is a matrix norm, not the
+    vector norm of its entries."""
+    def f(x, orders=(2, -2, "nuc", 1, -np.inf, "fro", None)):
+        m = x.reshape(2, 4, 3)
+        return sum(np.linalg.norm(m[0], order) for order in orders) + \
+            np.linalg.norm(m, 2, axis=(2, 1), keepdims=True).sum()
+    value, got = dl.value_and_grad(f)(X)
+    np.testing.assert_allclose(value, f(X), rtol=1e-12)
+    assert_close(got, finite_difference(f, X), rtol=1e-6, atol=1e-8)
 
 
 def test_svd_at_repeated_singular_values():
@@ -183,3 +232,40 @@ def test_numpy_eigh_of_the_upper_triangle():
     with pytest.raises(dl.DloopNotImplementedError) as e:
         dl.grad(f)(X)
     check_error(e, dl.DloopNotImplementedError, "upper", "UPLO", "symmetric")
+
+
+def test_singular_matrix():
+    def f(x):
+        return np.linalg.inv(x[:9].reshape(3, 3) * 0.0).sum()  # singular
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.grad(f)(X)
+    check_error(e, dl.DloopValueError, "singular", "regularize")
+
+
+def test_complete_qr_gradient_through_the_undetermined_part():
+    def f(x):
+        la = x.__array_namespace__().linalg
+        q, r = la.qr(x[:12].reshape(4, 3), mode="complete")  # qr-complete
+        return q.sum()
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.grad(f)(X)
+    check_error(e, dl.DloopNotImplementedError, "qr-complete", "mode='reduced'")
+
+
+@pytest.mark.parametrize("call, marker, phrase", [
+    (lambda la, x: la.qr(x[:9].reshape(3, 3), mode="r")[0], "mode-r", "'complete'"),  # mode-r
+    (lambda la, x: la.solve(x[:9].reshape(3, 3), x[:4]), "solve-4", "does not fit"),  # solve-4
+    (lambda la, x: la.matrix_norm(x[:9].reshape(3, 3), ord=3), "ord-3", "'nuc'"),  # ord-3
+])
+def test_bad_arguments(call, marker, phrase):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.grad(lambda x: call(x.__array_namespace__().linalg, x).sum())(X)
+    check_error(e, dl.DloopValueError, marker, phrase)
+
+
+def test_numpy_qr_modes_without_a_gradient():
+    def f(x):
+        return np.linalg.qr(x[:9].reshape(3, 3), mode="r").sum()  # np-qr-r
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.grad(f)(X)
+    check_error(e, dl.DloopNotImplementedError, "np-qr-r", "mode='reduced'")

@@ -99,7 +99,7 @@ def _svd_rule(em, op, bars, needs, context):
     if op.params["full_matrices"] and m != n and bars[0 if m > n else 2] is not None:
         raise DloopNotImplementedError(
             f"the gradient through {'u' if m > n else 'vh'} of linalg.svd(full_matrices=True) "
-            f"of a {m} x {n} matrix: its last {abs(m - n)} {'columns' if m > n else 'rows'} are "
+            f"of a {m} x {n} matrix: its last {abs(m - n)} {'column' if m > n else 'row'}(s) are "
             "not determined by the matrix. Use full_matrices=False", op.src)
     present, has = _present(bars)
     return [em.op("svd_vjp", *op.outputs, *present, has=has)]
@@ -124,3 +124,45 @@ VJP_RULES[P["svd"]] = _svd_rule
 VJP_RULES[P["svdvals"]] = _svdvals_rule
 VJP_RULES[P["eigh"]] = _eigh_rule
 VJP_RULES[P["eigvalsh"]] = _eigvalsh_rule
+
+
+def _inv_rule(em, op, bars, needs, context):
+    yt = _swap_last(em, op.outputs[0])
+    return [em.op("neg", em.op("matmul", em.op("matmul", yt, bars[0]), yt))]
+
+
+def _solve_rule(em, op, bars, needs, context):
+    """x = a^-1 b: b_bar = a^-T x_bar, a_bar = -b_bar x^T (each summed over broadcast axes)."""
+    a, b = op.inputs
+    b_bar = em.op("solve", _swap_last(em, a), bars[0])
+    a_bar = em.op("neg", em.op("matmul", b_bar, _swap_last(em, op.outputs[0])))
+    return [em.unbroadcast(a_bar, a.aval.shape) if needs[0] else None,
+            em.unbroadcast(b_bar, b.aval.shape) if needs[1] else None]
+
+
+def _qr_rule(em, op, bars, needs, context):
+    m, n = op.inputs[0].aval.shape[-2:]
+    if op.params["complete"] and m > n and bars[0] is not None:
+        raise DloopNotImplementedError(
+            f"the gradient through q of linalg.qr(mode='complete') of a {m} x {n} matrix: its "
+            f"last {m - n} column(s) are not determined by the matrix. Use mode='reduced'", op.src)
+    present, has = _present(bars)
+    return [em.op("qr_vjp", *op.outputs, *present, has=has)]
+
+
+def _slogdet_rule(em, op, bars, needs, context):
+    """The sign is piecewise constant; d log|det a| = a^-T."""
+    g = bars[1]
+    if g is None:
+        return [None]
+    a = op.inputs[0]
+    g = em.broadcast(em.op("reshape", g, shape=g.aval.shape + (1, 1)), a.aval.shape)
+    return [em.mul(g, _swap_last(em, em.op("inv", a)))]
+
+
+VJP_RULES[P["inv"]] = _inv_rule
+VJP_RULES[P["solve"]] = _solve_rule
+VJP_RULES[P["cholesky"]] = lambda em, op, bars, needs, context: [
+    em.op("cholesky_vjp", op.outputs[0], bars[0])]
+VJP_RULES[P["qr"]] = _qr_rule
+VJP_RULES[P["slogdet"]] = _slogdet_rule

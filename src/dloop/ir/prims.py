@@ -152,6 +152,30 @@ eigvalsh_p = _make("eigvalsh", "host", lambda a: _eigh_eval(a)[:1])
 eigh_vjp_p = _make("eigh_vjp", "host", lambda w, v, *bars, has: [(v.shape, v.dtype)])
 
 
+def _solve_eval(a, b):
+    return [(broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)]
+
+
+def _qr_eval(a, *, complete):
+    *batch, m, n = a.shape
+    k = m if complete else min(m, n)
+    return [(tuple(batch) + (m, k), a.dtype), (tuple(batch) + (k, n), a.dtype)]
+
+
+def _like_first(a, *rest, **_):
+    return [(a.shape, a.dtype)]
+
+
+inv_p = _make("inv", "host", _like_first)
+solve_p = _make("solve", "host", _solve_eval)             # b of shape (..., M, K)
+cholesky_p = _make("cholesky", "host", _like_first)       # lower
+cholesky_vjp_p = _make("cholesky_vjp", "host", _like_first)
+qr_p = _make("qr", "host", _qr_eval)                      # q, r
+qr_vjp_p = _make("qr_vjp", "host", lambda q, r, *bars, has: [
+    (q.shape[:-1] + r.shape[-1:], q.dtype)])
+slogdet_p = _make("slogdet", "host", lambda a: [(a.shape[:-2], a.dtype)] * 2)  # sign, log|det|
+
+
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),
 # invariants. params['info'] is a trace.loops.LoopInfo. See ad/loops.py for tape and bwd.
 def _loop_eval(*avals, info):

@@ -130,6 +130,49 @@ def _eigh_vjp(w, v, *bars, has):
     return v @ core @ _mT(v)
 
 
+def _solve_right(x, a):
+    """x a^-1, by a solve with a^T."""
+    return _mT(np.linalg.solve(_mT(a), _mT(x)))
+
+
+def _cholesky_vjp(l, lbar):
+    """Cotangent of x = l l^T: l^-T Phi(l^T l_bar) l^-1, Phi the lower triangle with the
+    diagonal halved, then its symmetric part (only x's symmetric part is read)."""
+    p = np.tril(_mT(l) @ lbar)
+    p = p - 0.5 * _diag(np.diagonal(p, axis1=-2, axis2=-1))
+    out = _solve_right(np.linalg.solve(_mT(l), p), l)
+    return 0.5 * (out + _mT(out))
+
+
+def _qr_square_vjp(q, r, qbar, rbar):
+    """x = q r with m >= n (r square): (q_bar + q copyltu(M)) r^-T, M = r r_bar^T - q_bar^T q,
+    copyltu the symmetric matrix with M's lower triangle."""
+    m = (r @ _mT(rbar) if rbar is not None else 0) - (_mT(qbar) @ q if qbar is not None else 0)
+    sym = np.tril(m) + _mT(np.tril(m, -1))
+    b = q @ sym + (qbar if qbar is not None else 0)
+    return _solve_right(b, _mT(r))
+
+
+def _qr_vjp(q, r, *bars, has):
+    """Cotangent of x = q r. A wide x = [x1 | x2] (m < n) has r = [r1 | r2] with x1 = q r1
+    square and x2 = q r2: r2's cotangent reaches x2 as q r2_bar and q as x2 r2_bar^T, then
+    the square rule finishes."""
+    qbar, rbar = _cotangents(bars, has)
+    k = min(q.shape[-2], r.shape[-1])
+    q, r = q[..., :k], r[..., :k, :]          # complete: the rule checked q's extra columns
+    rbar = rbar[..., :k, :] if rbar is not None else None
+    if r.shape[-1] == k:
+        return _qr_square_vjp(q, r, qbar, rbar)
+    r1, r1bar = r[..., :k], rbar[..., :k] if rbar is not None else None
+    if rbar is None:
+        x2bar = np.zeros(q.shape[:-1] + (r.shape[-1] - k,), q.dtype, like=q)
+    else:
+        x2bar = q @ rbar[..., k:]
+        x2 = q @ r[..., k:]
+        qbar = x2 @ _mT(rbar[..., k:]) + (qbar if qbar is not None else 0)
+    return np.concatenate([_qr_square_vjp(q, r1, qbar, r1bar), x2bar], axis=-1)
+
+
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
@@ -154,3 +197,11 @@ HOST_IMPLS[prims.svd_vjp_p] = _svd_vjp
 HOST_IMPLS[prims.eigh_p] = lambda x: tuple(np.linalg.eigh(x))
 HOST_IMPLS[prims.eigvalsh_p] = lambda x: np.linalg.eigvalsh(x)
 HOST_IMPLS[prims.eigh_vjp_p] = _eigh_vjp
+HOST_IMPLS[prims.inv_p] = lambda x: np.linalg.inv(x)
+HOST_IMPLS[prims.solve_p] = lambda a, b: np.linalg.solve(a, b)
+HOST_IMPLS[prims.cholesky_p] = lambda x: np.linalg.cholesky(x)
+HOST_IMPLS[prims.cholesky_vjp_p] = _cholesky_vjp
+HOST_IMPLS[prims.qr_p] = lambda x, *, complete: tuple(
+    np.linalg.qr(x, mode="complete" if complete else "reduced"))
+HOST_IMPLS[prims.qr_vjp_p] = _qr_vjp
+HOST_IMPLS[prims.slogdet_p] = lambda x: tuple(np.linalg.slogdet(x))
