@@ -69,7 +69,11 @@ def _mT(x):
 
 
 def _diag(d):
-    return d[..., :, None] * np.eye(d.shape[-1], dtype=d.dtype, like=d)
+    """Matrices with diagonal d (CuPy's eye refuses the device argument NumPy's like= adds)."""
+    k = d.shape[-1]
+    out = np.zeros(d.shape + (k,), dtype=d.dtype, like=d)
+    out.reshape(d.shape[:-1] + (k * k,))[..., ::k + 1] = d
+    return out
 
 
 def _skew(j):
