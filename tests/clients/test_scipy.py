@@ -53,7 +53,8 @@ SCIPY_SIDE = {
     "signal.bode": "branches in Python on the data (if xp.all(den == 0))",
     "signal.impulse": "branches in Python on the data (if xp.all(den == 0))",
     "signal.sosfilt_zi": "a Python while loop on the data (while a[0] == 0.0)",
-    "signal.place_poles": "calls NumPy directly (np.linalg.matrix_rank) and iterates in Python",
+    "signal.place_poles": "branches in Python on the data (if sum(p == poles) > rank) and "
+                          "iterates in Python",
 }
 
 # name: what dloop lacks. Gaps on dloop's side that this round leaves open (docs/scipy.md);
@@ -62,6 +63,8 @@ DLOOP_SIDE = {
     "signal.envelope": "an analytic signal: complex values (dloop has no complex dtype); "
                        "SciPy's fft converts to NumPy when the namespace has no fft",
     "signal.freqz_zpk": "a complex frequency response (dloop has no complex dtype)",
+    "stats.tvar": "a NaN gradient: SciPy writes NaN outside the limits and omits it with "
+                  "xp.where after squaring; the product's zero cotangent times NaN is NaN",
 }
 
 

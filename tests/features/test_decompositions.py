@@ -3,6 +3,9 @@ losses that do not depend on the decompositions' arbitrary signs and bases, batc
 per-element loop and inside a collective loop's body, against central finite differences of
 the same code on NumPy; the repeated-value cases; one test per error."""
 
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -129,6 +132,25 @@ def test_solvers_match_numpy():
     for g, e in zip(got, expected, strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_linalg_extension_is_whole():
+    """Every function of the standard's linalg extension is there; the ones the main namespace
+    also has are the same functions (test_array_api.py checks those)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "tools"))
+    import array_api_coverage as coverage
+    (module, names), = coverage.EXTENSIONS.values()
+    assert all(coverage.supported(f"{module}.{name}") for name in names.split())
+
+    def f(x):
+        xp = x.__array_namespace__()
+        a, b = x[:12].reshape(3, 4), x[12:].reshape(4, 3)
+        return (xp.linalg.matmul(a, b), xp.linalg.matrix_transpose(a),
+                xp.linalg.tensordot(a, b, axes=1), xp.linalg.outer(x[:3], x[3:7]))
+    a, b = X[:12].reshape(3, 4), X[12:].reshape(4, 3)
+    for got, want in zip(dl.jit(f)(X), (a @ b, a.T, np.tensordot(a, b, 1), np.outer(X[:3], X[3:7])),
+                         strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
 def test_numpy_matrix_norms():
