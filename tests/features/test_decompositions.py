@@ -182,6 +182,17 @@ def test_svd_at_repeated_singular_values():
     assert_close(got, finite_difference(lambda x: f(x, np.linalg), x0), rtol=1e-6, atol=1e-8)
 
 
+def test_pinv_at_repeated_singular_values():
+    """pinv is smooth at repeated singular values, but through svd's VJP its gradient would
+    miss a term there: it has a VJP of its own."""
+    x0 = np.array([[0.0, 2.0, 0.0], [0.0, 0.0, -2.0], [1.0, 0.0, 0.0]]).ravel()
+
+    def f(x, la):
+        return (W[3, 3] * la.pinv(x.reshape(3, 3))).sum()
+    got = dl.grad(lambda x: f(x, x.__array_namespace__().linalg))(x0)
+    assert_close(got, finite_difference(lambda x: f(x, np.linalg), x0), rtol=1e-6, atol=1e-8)
+
+
 def test_eigh_at_repeated_eigenvalues():
     """diag(1, 1, 3) + sym(x) at x = 0: the projector onto the repeated eigenvalue's plane,
     symmetric functions of the eigenvalues and the top eigenvector's projector are smooth

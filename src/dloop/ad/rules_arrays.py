@@ -160,9 +160,23 @@ def _slogdet_rule(em, op, bars, needs, context):
     return [em.mul(g, _swap_last(em, em.op("inv", a)))]
 
 
+def _pinv_rule(em, op, bars, needs, context):
+    """Where the rank is constant (Golub and Pereyra): with p = pinv(a),
+    a_bar = -p^T g p^T + (1 - a p) g^T p p^T + p^T p g^T (1 - p a). Not through svd: its VJP
+    cannot tell this loss's limit at repeated singular values."""
+    a, p, g = op.inputs[0], op.outputs[0], bars[0]
+    mm = lambda x, y: em.op("matmul", x, y)  # noqa: E731
+    pt, gt = _swap_last(em, p), _swap_last(em, g)
+    gt_ppt, ptp_gt = mm(gt, mm(p, pt)), mm(mm(pt, p), gt)
+    out = em.op("sub", gt_ppt, mm(a, mm(p, gt_ppt)))
+    out = em.add(out, em.op("sub", ptp_gt, mm(ptp_gt, mm(p, a))))
+    return [em.op("sub", out, mm(pt, mm(g, pt))), None]
+
+
 VJP_RULES[P["inv"]] = _inv_rule
 VJP_RULES[P["solve"]] = _solve_rule
 VJP_RULES[P["cholesky"]] = lambda em, op, bars, needs, context: [
     em.op("cholesky_vjp", op.outputs[0], bars[0])]
 VJP_RULES[P["qr"]] = _qr_rule
 VJP_RULES[P["slogdet"]] = _slogdet_rule
+VJP_RULES[P["pinv"]] = _pinv_rule

@@ -174,6 +174,8 @@ qr_p = _make("qr", "host", _qr_eval)                      # q, r
 qr_vjp_p = _make("qr_vjp", "host", lambda q, r, *bars, has: [
     (q.shape[:-1] + r.shape[-1:], q.dtype)])
 slogdet_p = _make("slogdet", "host", lambda a: [(a.shape[:-2], a.dtype)] * 2)  # sign, log|det|
+# pinv(a, rtol): rtol of a's batch shape; singular values at or below rtol * max are dropped.
+pinv_p = _make("pinv", "host", lambda a, rtol: [(a.shape[:-2] + a.shape[:-3:-1], a.dtype)])
 
 
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),

@@ -97,12 +97,14 @@ def _svd_vjp(u, s, vh, *bars, has):
     J = u^T u_bar, K = v^T v_bar, A = J - J^T, B = K - K^T, the off-diagonal core is
     ((A + B)_ij / (s_j - s_i) + (A - B)_ij / (s_j + s_i)) / 2, the usual F_ij = 1 / (s_j^2 -
     s_i^2) form split so that a loss invariant under rotations of u and v within a repeated
-    singular value (A + B = 0 there, e.g. the polar factor u @ vh) stays exact at s_i == s_j.
-    Where s_i == s_j (or s_i + s_j == 0) the factor is 0, not inf: SciPy computes a
-    decomposition and then selects the original matrix with xp.where, so the decomposition
-    receives a zero cotangent that must not become 0 * inf = nan. At an exact repeat a loss
-    that depends on the arbitrary basis of that subspace has no derivative; the result is
-    then the gradient with the rotation inside the subspace held fixed."""
+    singular value stays exact at s_i == s_j where A + B is 0 around the point, not only at it
+    (the polar factor u @ vh, projectors onto whole groups of repeated values, symmetric
+    functions of them). Where s_i == s_j (or s_i + s_j == 0) the factor is 0, not inf: SciPy
+    computes a decomposition and then selects the original matrix with xp.where, so the
+    decomposition receives a zero cotangent that must not become 0 * inf = nan. At an exact
+    repeat the cotangents do not determine the limit of (A + B)_ij / (s_j - s_i) for other
+    losses (pinv's has one, hence its own primitive), and a loss of the subspace's arbitrary
+    basis has no derivative: the result leaves that term out and stays finite."""
     ubar, sbar, vhbar = _cotangents(bars, has)
     k = s.shape[-1]
     u, vh = u[..., :k], vh[..., :k, :]        # full_matrices: the rule checked the extra part
@@ -177,6 +179,14 @@ def _qr_vjp(q, r, *bars, has):
     return np.concatenate([_qr_square_vjp(q, r1, qbar, r1bar), x2bar], axis=-1)
 
 
+def _pinv(a, rtol):
+    """Written out with svd: CuPy's pinv takes a scalar cutoff only."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    big = s > rtol[..., None] * np.max(s, axis=-1, keepdims=True)
+    s_inv = np.where(big, 1 / np.where(big, s, 1), 0)
+    return _mT(vh) @ (s_inv[..., :, None] * _mT(u))
+
+
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
@@ -209,3 +219,4 @@ HOST_IMPLS[prims.qr_p] = lambda x, *, complete: tuple(
     np.linalg.qr(x, mode="complete" if complete else "reduced"))
 HOST_IMPLS[prims.qr_vjp_p] = _qr_vjp
 HOST_IMPLS[prims.slogdet_p] = lambda x: tuple(np.linalg.slogdet(x))
+HOST_IMPLS[prims.pinv_p] = _pinv

@@ -95,6 +95,7 @@ _NUMPY = {
     "cholesky": lambda x: (np.linalg.cholesky(x),),
     "qr": lambda x, complete: tuple(np.linalg.qr(x, "complete" if complete else "reduced")),
     "slogdet": lambda x: tuple(np.linalg.slogdet(x)),
+    "pinv": lambda x, rtol: (np.linalg.pinv(x, rcond=rtol),),
 }
 
 
@@ -117,8 +118,9 @@ def _decompose(name, *xs, **params):
 
 def svd(x, /, *, full_matrices=True):
     """Batched over leading axes. The gradient is exact for losses that do not depend on the
-    arbitrary signs and bases of u and vh (at repeated singular values); see
-    runtime/host_ops.py _svd_vjp for what it means at an exact repeat."""
+    arbitrary signs of u and vh where the singular values are distinct; at an exact repeat,
+    for the polar factor u @ vh, projectors onto whole groups of repeated values and
+    symmetric functions of them, and finite for every loss (runtime/host_ops.py _svd_vjp)."""
     x = _matrices(x, "svd")
     return SVDResult(*_decompose("svd", x, full_matrices=bool(full_matrices)))
 
@@ -184,13 +186,12 @@ def _cutoff(s, rtol, shape):
 
 
 def pinv(x, /, *, rtol=None):
-    """Through svd: singular values at or below the cutoff count as zero. The gradient holds
-    where the rank does not change (and needs distinct singular values, as svd's)."""
-    u, s, vh = svd(x, full_matrices=False)
-    big = ops.compare("gt", s, _cutoff(s, rtol, np.shape(u)[:-1] + np.shape(vh)[-1:]))
-    s_inv = ops.where(big, ops.divide(1.0, ops.where(big, s, 1.0)), 0.0)
-    return matmul(ops.multiply(matrix_transpose(vh), arrays.expand_dims(s_inv, -2)),
-                  matrix_transpose(u))
+    """Singular values at or below rtol times the largest count as zero. The gradient holds
+    where the rank does not change, repeated singular values included."""
+    x = _matrices(x, "pinv")
+    rtol = max(np.shape(x)[-2:]) * np.finfo(x.dtype).eps if rtol is None else rtol
+    rtol = ops.broadcast_to(ops.convert(ops._check_operand(rtol), x.dtype), np.shape(x)[:-2])
+    return _decompose("pinv", x, rtol)[0]
 
 
 def matrix_rank(x, /, *, rtol=None):
