@@ -1,9 +1,9 @@
 """STAGE 1 — `xp.linalg`, the array API's linear-algebra extension, whole: compositions of
 primitives (cross, vecdot, det up to 3 x 3, trace, diagonal, outer, vector_norm, matrix_norm,
-matrix_power, pinv, matrix_rank, and the main namespace's matmul, matrix_transpose, tensordot)
-and the decompositions, host primitives batched over leading axes with VJPs of their own (svd,
-svdvals, eigh, eigvalsh, qr, cholesky, inv, solve, slogdet; det beyond 3 x 3 through slogdet).
-np.linalg's spellings of the same functions are in NUMPY_FUNCTIONS."""
+matrix_power, matrix_rank, and the main namespace's matmul, matrix_transpose, tensordot) and
+the decompositions, host primitives batched over leading axes with VJPs of their own (svd,
+svdvals, eigh, eigvalsh, qr, cholesky, inv, solve, slogdet, pinv; det beyond 3 x 3 through
+slogdet). np.linalg's spellings of the same functions are in NUMPY_FUNCTIONS."""
 
 import math
 from collections import namedtuple
@@ -104,7 +104,8 @@ def _matrices(x, name, square=False):
     shape = np.shape(x)
     if len(shape) < 2 or (square and shape[-1] != shape[-2]):
         raise DloopValueError(f"linalg.{name} needs {'square ' if square else ''}matrices in "
-                              f"the last two axes, got shape {shape}", user_location())
+                              f"the last two axes, got shape {shape}: pass an array of shape "
+                              f"(..., {'N, N' if square else 'M, N'})", user_location())
     return ops.convert(x, ops._floating(ops.result_dtype(x)))
 
 
@@ -152,8 +153,10 @@ def solve(x1, x2, /):
     vector = np.ndim(b) == 1
     b = ops.reshape(b, (-1, 1)) if vector else b
     if np.ndim(b) < 2 or np.shape(b)[-2] != np.shape(a)[-1]:
+        m = np.shape(a)[-1]
         raise DloopValueError(f"linalg.solve: x2 of shape {np.shape(x2)} does not fit "
-                              f"matrices of shape {np.shape(a)[-2:]}", user_location())
+                              f"matrices of shape {np.shape(a)[-2:]}: pass x2 of shape "
+                              f"(..., {m}, K) or ({m},)", user_location())
     x = _decompose("solve", a, b)[0]
     return ops.reshape(x, np.shape(x)[:-1]) if vector else x
 
