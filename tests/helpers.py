@@ -21,7 +21,8 @@ def assert_close(actual, expected, rtol, atol=0.0):
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     scale = np.maximum(np.abs(expected), 1.0) if atol == 0.0 else np.abs(expected)
     err = np.abs(actual - expected)
-    bad = err > rtol * scale + atol
+    # A NaN where the answer is a number is off too (NaN > tol is False).
+    bad = (err > rtol * scale + atol) | (np.isnan(actual) & ~np.isnan(expected))
     assert not bad.any(), f"max error {err.max():.3e}; {bad.sum()} of {bad.size} entries off"
 
 

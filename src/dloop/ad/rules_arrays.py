@@ -1,5 +1,8 @@
-"""STAGE 3 — VJP rules of the whole-array host primitives and the newer elementwise ones."""
+"""STAGE 3 — VJP rules of the whole-array host primitives and the newer elementwise ones.
+A decomposition's rule emits one host primitive (svd_vjp, eigh_vjp) that takes only the
+cotangents that exist: an unused output's is None and costs nothing."""
 
+from ..errors import DloopNotImplementedError
 from ..ir import prims
 from .rules import _one, _reciprocal, _unary, _zero_rule
 from .vjp import VJP_RULES
@@ -85,3 +88,95 @@ def _slice_vjp_rule(em, op, bars, needs, context):
 
 VJP_RULES[P["cumprod"]] = _cumprod_rule
 VJP_RULES[P["static_slice_vjp"]] = _slice_vjp_rule
+
+
+def _present(bars):
+    return [b for b in bars if b is not None], tuple(b is not None for b in bars)
+
+
+def _svd_rule(em, op, bars, needs, context):
+    m, n = op.inputs[0].aval.shape[-2:]
+    if op.params["full_matrices"] and m != n and bars[0 if m > n else 2] is not None:
+        raise DloopNotImplementedError(
+            f"the gradient through {'u' if m > n else 'vh'} of linalg.svd(full_matrices=True) "
+            f"of a {m} x {n} matrix: its last {abs(m - n)} {'column' if m > n else 'row'}(s) are "
+            "not determined by the matrix. Use full_matrices=False", op.src)
+    present, has = _present(bars)
+    return [em.op("svd_vjp", *op.outputs, *present, has=has)]
+
+
+def _svdvals_rule(em, op, bars, needs, context):
+    u, s, vh = em.emit("svd", op.inputs, full_matrices=False)
+    return [em.op("svd_vjp", u, s, vh, bars[0], has=(False, True, False))]
+
+
+def _eigh_rule(em, op, bars, needs, context):
+    present, has = _present(bars)
+    return [em.op("eigh_vjp", *op.outputs, *present, has=has)]
+
+
+def _eigvalsh_rule(em, op, bars, needs, context):
+    w, v = em.emit("eigh", op.inputs)
+    return [em.op("eigh_vjp", w, v, bars[0], has=(True, False))]
+
+
+VJP_RULES[P["svd"]] = _svd_rule
+VJP_RULES[P["svdvals"]] = _svdvals_rule
+VJP_RULES[P["eigh"]] = _eigh_rule
+VJP_RULES[P["eigvalsh"]] = _eigvalsh_rule
+
+
+def _inv_rule(em, op, bars, needs, context):
+    yt = _swap_last(em, op.outputs[0])
+    return [em.op("neg", em.op("matmul", em.op("matmul", yt, bars[0]), yt))]
+
+
+def _solve_rule(em, op, bars, needs, context):
+    """x = a^-1 b: b_bar = a^-T x_bar, a_bar = -b_bar x^T (each summed over broadcast axes)."""
+    a, b = op.inputs
+    b_bar = em.op("solve", _swap_last(em, a), bars[0])
+    a_bar = em.op("neg", em.op("matmul", b_bar, _swap_last(em, op.outputs[0])))
+    return [em.unbroadcast(a_bar, a.aval.shape) if needs[0] else None,
+            em.unbroadcast(b_bar, b.aval.shape) if needs[1] else None]
+
+
+def _qr_rule(em, op, bars, needs, context):
+    m, n = op.inputs[0].aval.shape[-2:]
+    if op.params["complete"] and m > n and bars[0] is not None:
+        raise DloopNotImplementedError(
+            f"the gradient through q of linalg.qr(mode='complete') of a {m} x {n} matrix: its "
+            f"last {m - n} column(s) are not determined by the matrix. Use mode='reduced'", op.src)
+    present, has = _present(bars)
+    return [em.op("qr_vjp", *op.outputs, *present, has=has)]
+
+
+def _slogdet_rule(em, op, bars, needs, context):
+    """The sign is piecewise constant; d log|det a| = a^-T."""
+    g = bars[1]
+    if g is None:
+        return [None]
+    a = op.inputs[0]
+    g = em.broadcast(em.op("reshape", g, shape=g.aval.shape + (1, 1)), a.aval.shape)
+    return [em.mul(g, _swap_last(em, em.op("inv", a)))]
+
+
+def _pinv_rule(em, op, bars, needs, context):
+    """Where the rank is constant (Golub and Pereyra): with p = pinv(a),
+    a_bar = -p^T g p^T + (1 - a p) g^T p p^T + p^T p g^T (1 - p a). Not through svd: its VJP
+    cannot tell this loss's limit at repeated singular values."""
+    a, p, g = op.inputs[0], op.outputs[0], bars[0]
+    mm = lambda x, y: em.op("matmul", x, y)  # noqa: E731
+    pt, gt = _swap_last(em, p), _swap_last(em, g)
+    gt_ppt, ptp_gt = mm(gt, mm(p, pt)), mm(mm(pt, p), gt)
+    out = em.op("sub", gt_ppt, mm(a, mm(p, gt_ppt)))
+    out = em.add(out, em.op("sub", ptp_gt, mm(ptp_gt, mm(p, a))))
+    return [em.op("sub", out, mm(pt, mm(g, pt))), None]
+
+
+VJP_RULES[P["inv"]] = _inv_rule
+VJP_RULES[P["solve"]] = _solve_rule
+VJP_RULES[P["cholesky"]] = lambda em, op, bars, needs, context: [
+    em.op("cholesky_vjp", op.outputs[0], bars[0])]
+VJP_RULES[P["qr"]] = _qr_rule
+VJP_RULES[P["slogdet"]] = _slogdet_rule
+VJP_RULES[P["pinv"]] = _pinv_rule

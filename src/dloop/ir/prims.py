@@ -128,6 +128,56 @@ cumprod_p = _make("cumprod", "host", lambda a, *, axis: [(a.shape, a.dtype)])
 cumprod_vjp_p = _make("cumprod_vjp", "host", lambda a, g, *, axis: [(a.shape, a.dtype)])
 
 
+def _svd_eval(a, *, full_matrices):
+    *batch, m, n = a.shape
+    k = min(m, n)
+    u, vh = ((m, m), (n, n)) if full_matrices else ((m, k), (k, n))
+    return [(tuple(batch) + u, a.dtype), (tuple(batch) + (k,), a.dtype),
+            (tuple(batch) + vh, a.dtype)]
+
+
+def _eigh_eval(a):
+    return [(a.shape[:-1], a.dtype), (a.shape, a.dtype)]
+
+
+# Decompositions over the last two axes, batched over the leading ones. Their VJP primitives
+# take the forward inputs and outputs, then the cotangents listed in `has` (an unused output
+# has none), and return the input's cotangent.
+svd_p = _make("svd", "host", _svd_eval)                    # u, s, vh
+svdvals_p = _make("svdvals", "host", lambda a: _svd_eval(a, full_matrices=False)[1:2])
+svd_vjp_p = _make("svd_vjp", "host", lambda u, s, vh, *bars, has: [
+    (u.shape[:-1] + vh.shape[-1:], u.dtype)])
+eigh_p = _make("eigh", "host", _eigh_eval)                 # eigenvalues (ascending), vectors
+eigvalsh_p = _make("eigvalsh", "host", lambda a: _eigh_eval(a)[:1])
+eigh_vjp_p = _make("eigh_vjp", "host", lambda w, v, *bars, has: [(v.shape, v.dtype)])
+
+
+def _solve_eval(a, b):
+    return [(broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)]
+
+
+def _qr_eval(a, *, complete):
+    *batch, m, n = a.shape
+    k = m if complete else min(m, n)
+    return [(tuple(batch) + (m, k), a.dtype), (tuple(batch) + (k, n), a.dtype)]
+
+
+def _like_first(a, *rest, **_):
+    return [(a.shape, a.dtype)]
+
+
+inv_p = _make("inv", "host", _like_first)
+solve_p = _make("solve", "host", _solve_eval)             # b of shape (..., M, K)
+cholesky_p = _make("cholesky", "host", _like_first)       # lower
+cholesky_vjp_p = _make("cholesky_vjp", "host", _like_first)
+qr_p = _make("qr", "host", _qr_eval)                      # q, r
+qr_vjp_p = _make("qr_vjp", "host", lambda q, r, *bars, has: [
+    (q.shape[:-1] + r.shape[-1:], q.dtype)])
+slogdet_p = _make("slogdet", "host", lambda a: [(a.shape[:-2], a.dtype)] * 2)  # sign, log|det|
+# pinv(a, rtol): rtol of a's batch shape; singular values at or below rtol * max are dropped.
+pinv_p = _make("pinv", "host", lambda a, rtol: [(a.shape[:-2] + a.shape[:-3:-1], a.dtype)])
+
+
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),
 # invariants. params['info'] is a trace.loops.LoopInfo. See ad/loops.py for tape and bwd.
 def _loop_eval(*avals, info):

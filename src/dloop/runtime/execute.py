@@ -108,8 +108,15 @@ class Execution:
             return
         xp = self.backend.xp
         args = [self.host(_value(env, x)) for x in op.inputs]
-        out = _host_step(self.backend, op, args)
-        env[op.outputs[0]] = xp.asarray(out, dtype=op.outputs[0].aval.dtype)
+        try:
+            out = _host_step(self.backend, op, args)
+        except np.linalg.LinAlgError as e:
+            raise DloopValueError(f"{op.prim.name}: {e}. The matrix is singular (or not positive "
+                                  "definite) for this data: check it, or regularize it (add a "
+                                  "small multiple of the identity)", op.src) from None
+        outs = out if len(op.outputs) > 1 else [out]     # decompositions give several
+        for var, value in zip(op.outputs, outs):
+            env[var] = xp.asarray(value, dtype=var.aval.dtype)
 
     def _kernel(self, plan, env):
         be, step, kernel = self.backend, plan.step, plan.main.kernel

@@ -64,6 +64,129 @@ def _cumprod_vjp(x, g, *, axis):
     return np.moveaxis(s * before, -1, axis)
 
 
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _diag(d):
+    """Matrices with diagonal d (CuPy's eye refuses the device argument NumPy's like= adds)."""
+    k = d.shape[-1]
+    out = np.zeros(d.shape + (k,), dtype=d.dtype, like=d)
+    out.reshape(d.shape[:-1] + (k * k,))[..., ::k + 1] = d
+    return out
+
+
+def _skew(j):
+    return j - _mT(j)
+
+
+def _reciprocal_or_zero(d):
+    """1 / d, and 0 where d is 0: the factors of a decomposition's VJP that belong to
+    repeated values (see _svd_vjp)."""
+    zero = d == 0
+    return np.where(zero, 0, 1 / np.where(zero, 1, d))
+
+
+def _cotangents(bars, has):
+    bars = iter(bars)
+    return [next(bars) if present else None for present in has]
+
+
+def _svd_vjp(u, s, vh, *bars, has):
+    """Cotangent of x = u diag(s) vh, from those of u, s and vh (None where unused). With
+    J = u^T u_bar, K = v^T v_bar, A = J - J^T, B = K - K^T, the off-diagonal core is
+    ((A + B)_ij / (s_j - s_i) + (A - B)_ij / (s_j + s_i)) / 2, the usual F_ij = 1 / (s_j^2 -
+    s_i^2) form split so that a loss invariant under rotations of u and v within a repeated
+    singular value stays exact at s_i == s_j where A + B is 0 around the point, not only at it
+    (the polar factor u @ vh, projectors onto whole groups of repeated values, symmetric
+    functions of them). Where s_i == s_j (or s_i + s_j == 0) the factor is 0, not inf: SciPy
+    computes a decomposition and then selects the original matrix with xp.where, so the
+    decomposition receives a zero cotangent that must not become 0 * inf = nan. At an exact
+    repeat the cotangents do not determine the limit of (A + B)_ij / (s_j - s_i) for other
+    losses (pinv's has one, hence its own primitive), and a loss of the subspace's arbitrary
+    basis has no derivative: the result leaves that term out and stays finite."""
+    ubar, sbar, vhbar = _cotangents(bars, has)
+    k = s.shape[-1]
+    u, vh = u[..., :k], vh[..., :k, :]        # full_matrices: the rule checked the extra part
+    core = _diag(sbar) if sbar is not None else np.zeros(s.shape + (k,), s.dtype, like=s)
+    if ubar is not None or vhbar is not None:
+        a = _skew(_mT(u) @ ubar) if ubar is not None else 0
+        b = _skew(vh @ _mT(vhbar)) if vhbar is not None else 0
+        si, sj = s[..., :, None], s[..., None, :]
+        core = core + 0.5 * ((a + b) * _reciprocal_or_zero(sj - si) +
+                             (a - b) * _reciprocal_or_zero(sj + si))
+    out = u @ core @ vh
+    s_inv = _reciprocal_or_zero(s)
+    if ubar is not None and u.shape[-2] > k:  # thin: the part of u_bar outside span(u)
+        out = out + ((ubar - u @ (_mT(u) @ ubar)) * s_inv[..., None, :]) @ vh
+    if vhbar is not None and vh.shape[-1] > k:
+        out = out + u @ (s_inv[..., :, None] * (vhbar - (vhbar @ _mT(vh)) @ vh))
+    return out
+
+
+def _eigh_vjp(w, v, *bars, has):
+    """Cotangent of a symmetric x = v diag(w) v^T: v (diag(w_bar) + F o (C - C^T) / 2) v^T,
+    C = v^T v_bar, F_ij = 1 / (w_j - w_i), symmetric because only x's symmetric part is read.
+    F is 0 at repeated eigenvalues, as in _svd_vjp and for the same reasons."""
+    wbar, vbar = _cotangents(bars, has)
+    core = _diag(wbar) if wbar is not None else np.zeros(v.shape, v.dtype, like=v)
+    if vbar is not None:
+        c = _mT(v) @ vbar
+        core = core + 0.5 * _skew(c) * _reciprocal_or_zero(w[..., None, :] - w[..., :, None])
+    return v @ core @ _mT(v)
+
+
+def _solve_right(x, a):
+    """x a^-1, by a solve with a^T."""
+    return _mT(np.linalg.solve(_mT(a), _mT(x)))
+
+
+def _cholesky_vjp(l, lbar):
+    """Cotangent of x = l l^T: l^-T Phi(l^T l_bar) l^-1, Phi the lower triangle with the
+    diagonal halved, then its symmetric part (only x's symmetric part is read)."""
+    p = np.tril(_mT(l) @ lbar)
+    p = p - 0.5 * _diag(np.diagonal(p, axis1=-2, axis2=-1))
+    out = _solve_right(np.linalg.solve(_mT(l), p), l)
+    return 0.5 * (out + _mT(out))
+
+
+def _qr_square_vjp(q, r, qbar, rbar):
+    """x = q r with m >= n (r square): (q_bar + q copyltu(M)) r^-T, M = r r_bar^T - q_bar^T q,
+    copyltu the symmetric matrix with M's lower triangle."""
+    m = (r @ _mT(rbar) if rbar is not None else 0) - (_mT(qbar) @ q if qbar is not None else 0)
+    sym = np.tril(m) + _mT(np.tril(m, -1))
+    b = q @ sym + (qbar if qbar is not None else 0)
+    return _solve_right(b, _mT(r))
+
+
+def _qr_vjp(q, r, *bars, has):
+    """Cotangent of x = q r. A wide x = [x1 | x2] (m < n) has r = [r1 | r2] with x1 = q r1
+    square and x2 = q r2: r2's cotangent reaches x2 as q r2_bar and q as x2 r2_bar^T, then
+    the square rule finishes."""
+    qbar, rbar = _cotangents(bars, has)
+    k = min(q.shape[-2], r.shape[-1])
+    q, r = q[..., :k], r[..., :k, :]          # complete: the rule checked q's extra columns
+    rbar = rbar[..., :k, :] if rbar is not None else None
+    if r.shape[-1] == k:
+        return _qr_square_vjp(q, r, qbar, rbar)
+    r1, r1bar = r[..., :k], rbar[..., :k] if rbar is not None else None
+    if rbar is None:
+        x2bar = np.zeros(q.shape[:-1] + (r.shape[-1] - k,), q.dtype, like=q)
+    else:
+        x2bar = q @ rbar[..., k:]
+        x2 = q @ r[..., k:]
+        qbar = x2 @ _mT(rbar[..., k:]) + (qbar if qbar is not None else 0)
+    return np.concatenate([_qr_square_vjp(q, r1, qbar, r1bar), x2bar], axis=-1)
+
+
+def _pinv(a, rtol):
+    """Written out with svd: CuPy's pinv takes a scalar cutoff only."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    big = s > rtol[..., None] * np.max(s, axis=-1, keepdims=True)
+    s_inv = np.where(big, 1 / np.where(big, s, 1), 0)
+    return _mT(vh) @ (s_inv[..., :, None] * _mT(u))
+
+
 HOST_IMPLS[prims.reduce_p] = _reduce
 HOST_IMPLS[prims.reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 HOST_IMPLS[prims.transpose_p] = lambda x, *, axes: np.transpose(x, axes)
@@ -81,3 +204,19 @@ HOST_IMPLS[prims.scatter_add_p] = _scatter_add
 HOST_IMPLS[prims.argsort_p] = stable_argsort
 HOST_IMPLS[prims.cumprod_p] = lambda x, *, axis: np.cumprod(x, axis=axis)
 HOST_IMPLS[prims.cumprod_vjp_p] = _cumprod_vjp
+HOST_IMPLS[prims.svd_p] = lambda x, *, full_matrices: tuple(
+    np.linalg.svd(x, full_matrices=full_matrices))
+HOST_IMPLS[prims.svdvals_p] = lambda x: np.linalg.svd(x, compute_uv=False)
+HOST_IMPLS[prims.svd_vjp_p] = _svd_vjp
+HOST_IMPLS[prims.eigh_p] = lambda x: tuple(np.linalg.eigh(x))
+HOST_IMPLS[prims.eigvalsh_p] = lambda x: np.linalg.eigvalsh(x)
+HOST_IMPLS[prims.eigh_vjp_p] = _eigh_vjp
+HOST_IMPLS[prims.inv_p] = lambda x: np.linalg.inv(x)
+HOST_IMPLS[prims.solve_p] = lambda a, b: np.linalg.solve(a, b)
+HOST_IMPLS[prims.cholesky_p] = lambda x: np.linalg.cholesky(x)
+HOST_IMPLS[prims.cholesky_vjp_p] = _cholesky_vjp
+HOST_IMPLS[prims.qr_p] = lambda x, *, complete: tuple(
+    np.linalg.qr(x, mode="complete" if complete else "reduced"))
+HOST_IMPLS[prims.qr_vjp_p] = _qr_vjp
+HOST_IMPLS[prims.slogdet_p] = lambda x: tuple(np.linalg.slogdet(x))
+HOST_IMPLS[prims.pinv_p] = _pinv

@@ -7,7 +7,7 @@ from ..errors import DloopNotImplementedError
 from ..ir import elementwise
 from . import array_api as xp
 from . import numpy_functions as nf
-from . import ops, special
+from . import linalg, ops, special
 from ..source import user_location
 
 _UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
@@ -115,6 +115,7 @@ _FUNCTIONS = {
     np.copy: lambda a, order="K", subok=False: xp.asarray(a, copy=True),
 }
 
+_FUNCTIONS.update(linalg.NUMPY_FUNCTIONS)
 
 def _unsupported(what):
     raise DloopNotImplementedError(f"{what} is not supported on traced arrays yet",
