@@ -117,6 +117,7 @@ _FUNCTIONS = {
 
 _FUNCTIONS.update(linalg.NUMPY_FUNCTIONS)
 
+
 def _unsupported(what):
     raise DloopNotImplementedError(f"{what} is not supported on traced arrays yet",
                                    user_location())
