@@ -238,3 +238,25 @@ def test_collective_loop_steps_do_not_wait_for_the_device(monkeypatch):
             bar = bar * 0.99 + 0.01 * np.roll(bar, -1)
         np.testing.assert_allclose(cp.asnumpy(g), bar, rtol=1e-12)
     assert counts[1] == counts[0], counts
+
+
+def test_an_index_fault_in_the_last_of_thousands_of_launches_is_reported():
+    """CUDA reads launches' fault flags at synchronisation points, all at once: in a
+    collective loop of 2500 steps, each launching a gather that checks its indices, an index
+    out of range in the last step is reported, and the next call is correct. Each step mixes
+    u with a permutation of itself with weights summing to 1, so the gradient of sum(u) is
+    exactly 1 everywhere."""
+    perm = cp.asarray([1, 2, 0])
+
+    def loss(x, steps, bad):
+        def step(i, u):
+            idx = perm + (i == steps - 1) * (bad - perm)
+            return u * 0.999 + 0.001 * u[idx]
+        return dl.fori_loop(0, steps, step, x).sum()
+    x = cp.asarray([1.0, 2.0, 3.0])
+    g = dl.grad(lambda x: loss(x, 2500, perm))(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 1.0, rtol=1e-12)
+    with pytest.raises(dl.DloopIndexError):
+        dl.grad(lambda x: loss(x, 2500, cp.asarray([1, 7, 0])))(x)
+    g = dl.grad(lambda x: loss(x, 2500, perm))(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 1.0, rtol=1e-12)
