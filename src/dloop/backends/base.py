@@ -107,10 +107,6 @@ class Backend:
     caps = Caps()
     xp = np
     synchronous = False
-    # Launches, copies and heap writes all run in one queue's order (CUDA's stream), so a
-    # host step on device arrays, or a heap region reused for the next step's tape, needs no
-    # wait for the kernels before it; only reads to the host do (Execution.read).
-    stream_ordered = False
 
     def __init__(self):
         self._artifacts = {}

@@ -25,14 +25,15 @@ def _iterations(execution, bodies, info, bounds, carries, invs, each):
     """Run the loop; each(i, carries) is called before every iteration's body."""
     body = bodies["body"]
     if info.kind == "fori":
-        lo, hi = (int(execution.read(b)) for b in bounds)
+        lo, hi = (int(execution.backend.to_numpy(execution.host(b))) for b in bounds)
         for i in range(lo, hi):
             index = np.asarray(i, dtype=info.index_dtype)
             each(index, carries)
             carries = execution.run_body(body, [index] + carries + invs)
         return carries
     cond = bodies["cond"]
-    while bool(execution.read(execution.run_body(cond, carries + invs)[0])):
+    while bool(execution.backend.to_numpy(execution.host(
+            execution.run_body(cond, carries + invs)[0]))):
         each(None, carries)
         carries = execution.run_body(body, carries + invs)
     return carries
@@ -54,7 +55,7 @@ def run_cloop_tape(execution, bodies, op, value):
     step_bytes = sum(int(np.prod(np.shape(c), dtype=object)) * np.dtype(c.dtype).itemsize
                      for c in carries)
     if info.kind == "fori":
-        lo, hi = (int(execution.read(b)) for b in bounds)
+        lo, hi = (int(be.to_numpy(execution.host(b))) for b in bounds)
         _check_tape(max(hi - lo, 0), step_bytes, info)
 
     def save(i, cs):
@@ -101,7 +102,7 @@ def run_cloop_bwd(execution, bodies, op, value):
     be, heap = execution.backend, execution.heap
     carry_bars = [bars[k] for k in vjp.float_carries]
     inv_bars = [be.xp.zeros_like(execution.host(invs[k])) for k in vjp.invariants]
-    lo = int(execution.read(bounds[0])) if info.kind == "fori" else 0
+    lo = int(be.to_numpy(execution.host(bounds[0]))) if info.kind == "fori" else 0
     nf = len(vjp.float_carries)
     for t in reversed(range(tape.trips)):
         saved = [be.heap_load(heap.view(region)).reshape(shape)
@@ -109,8 +110,7 @@ def run_cloop_bwd(execution, bodies, op, value):
         prefix = [np.asarray(lo + t, dtype=info.index_dtype)] if info.kind == "fori" else []
         mark = execution.heap_mark()
         outs = execution.run_body(program, prefix + saved + list(invs) + carry_bars)
-        if not be.stream_ordered:
-            execution.sync()           # the step's kernels read tapes freed below
+        execution.sync()               # the step's kernels read tapes freed below
         execution.heap_reset(mark)     # tapes of loops inside the body die with the step
         grads = outs[info.n_carry:]
         carry_bars = grads[:nf]

@@ -95,17 +95,9 @@ class Execution:
             offset += flags.size
 
     def host(self, x):
-        """x as the backend's array library takes it for a host step: the launches that made
-        it finished, faults checked, except on stream-ordered backends, whose host steps are
-        queued after those launches anyway (their faults are checked at the next sync)."""
-        if not self.backend.stream_ordered:
-            self.sync()
-        return self.backend.to_host(x)
-
-    def read(self, x):
-        """x's value on the host (a NumPy array), faults checked first."""
+        """x, readable by the host: the launches that made it finished, faults checked."""
         self.sync()
-        return self.backend.to_numpy(self.backend.to_host(x))
+        return self.backend.to_host(x)
 
     def _host(self, executable, op, env):
         runner = RUNNERS.get(op.prim)

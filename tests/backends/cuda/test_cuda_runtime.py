@@ -210,36 +210,6 @@ def test_kernels_with_sin_and_cos_of_one_value_use_sincos():
     np.testing.assert_allclose(cp.asnumpy(g), dv, rtol=1e-12)
 
 
-def test_collective_loop_steps_do_not_wait_for_the_device(monkeypatch):
-    """CUDA runs launches, copies and heap writes in stream order (Backend.stream_ordered), so
-    saving and restoring a collective loop's tape does not synchronise at every step: the
-    number of waits does not grow with the step count, and the gradient is exact."""
-    backend = get_backend("cuda")
-    waits = []
-    real = type(backend).synchronize
-    monkeypatch.setattr(type(backend), "synchronize",
-                        lambda self: waits.append(1) or real(self))
-    u0 = cp.linspace(0.5, 1.5, 1000)
-
-    def loss(u, steps):
-        return (dl.fori_loop(0, steps, lambda i, u: u * 0.99 + 0.01 * np.roll(u, 1), u)
-                ** 2).sum()
-    counts = []
-    for steps in (20, 60):
-        waits.clear()
-        g = dl.grad(lambda u: loss(u, steps))(u0)
-        counts.append(len(waits))
-        u, history = cp.asnumpy(u0), []
-        for _ in range(steps):
-            history.append(u)
-            u = u * 0.99 + 0.01 * np.roll(u, 1)
-        bar = 2 * u
-        for _ in range(steps):
-            bar = bar * 0.99 + 0.01 * np.roll(bar, -1)
-        np.testing.assert_allclose(cp.asnumpy(g), bar, rtol=1e-12)
-    assert counts[1] == counts[0], counts
-
-
 def test_an_index_fault_in_the_last_of_thousands_of_launches_is_reported():
     """CUDA reads launches' fault flags at synchronisation points, all at once: in a
     collective loop of 2500 steps, each launching a gather that checks its indices, an index
