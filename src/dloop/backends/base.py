@@ -223,6 +223,11 @@ class Backend:
     def synchronize(self):
         """Wait for every launch so far (host backends launch synchronously)."""
 
+    def step_driver(self, plan, mode, n_index, n_carry, n_inv):
+        """A native function that runs many steps of a collective loop (runtime/steps.py),
+        or None: the loop then runs host-driven."""
+        return None
+
 
 class HostMemory:
     """Memory for backends that run on the CPU: device arrays are NumPy arrays."""

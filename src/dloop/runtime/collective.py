@@ -2,23 +2,28 @@
 and host steps) once per iteration; the taped form saves each iteration's carries in the
 adstack heap; the reverse form runs the body's VJP program on them, last iteration first.
 The body programs were compiled with the enclosing program (runtime/program.py): `bodies`
-holds them by name."""
+holds them by name. Where the backend has a step driver and the body qualifies
+(runtime/steps.py), a fori loop's steps, and the reverse steps of a tape saved whole, run
+natively instead."""
 
 import numpy as np
 
 from ..config import config
 from ..errors import AdstackOverflowError, DloopMemoryError
 from ..ir import prims
+from . import steps
 
 RUNNERS = {}
 
 
 class CollectiveTape:
-    """A collective loop's token at run time: one heap region per saved carry."""
-    __slots__ = ("trips", "regions", "lease")
+    """A collective loop's token at run time: per step, (heap region, first element, shape)
+    per saved carry. `whole`: one region per carry holds every step's value (saved by a
+    step driver), so a driver can run the reverse steps too."""
+    __slots__ = ("trips", "regions", "lease", "whole")
 
     def __init__(self, lease):
-        self.trips, self.regions, self.lease = 0, [], lease
+        self.trips, self.regions, self.lease, self.whole = 0, [], lease, None
 
 
 def _iterations(execution, bodies, info, bounds, carries, invs, each):
@@ -42,8 +47,24 @@ def _iterations(execution, bodies, info, bounds, carries, invs, each):
 def run_cloop(execution, bodies, op, value):
     info = op.params["info"]
     bounds, carries, invs = info.split_inputs([value(x) for x in op.inputs])
+    if info.kind == "fori":
+        lo, hi = (int(execution.backend.to_numpy(execution.host(b))) for b in bounds)
+        entry = steps.driver(execution, bodies["body"], "forward", info.src, 1,
+                             len(carries), len(invs))
+        if entry is not None and hi > lo:
+            return _driven_forward(execution, entry, info, lo, hi, carries, invs, ())
     return _iterations(execution, bodies, info, bounds, list(carries), list(invs),
                        lambda i, c: None)
+
+
+def _driven_forward(execution, entry, info, lo, hi, carries, invs, tape_bases):
+    plan = entry[0]
+    values = [np.zeros((), info.index_dtype)] + [execution.host(c) for c in carries] + \
+        [execution.host(v) for v in invs]
+    owned = [True] * (1 + len(carries)) + [False] * len(invs)
+    arrays = steps.run(execution, entry, values, owned, hi - lo, lo,
+                       list(tape_bases) + [0] * (len(carries) - len(tape_bases)))
+    return [arrays[s] for s in plan.inputs[1:1 + len(carries)]]
 
 
 def run_cloop_tape(execution, bodies, op, value):
@@ -57,6 +78,10 @@ def run_cloop_tape(execution, bodies, op, value):
     if info.kind == "fori":
         lo, hi = (int(be.to_numpy(execution.host(b))) for b in bounds)
         _check_tape(max(hi - lo, 0), step_bytes, info)
+        entry = steps.driver(execution, bodies["body"], "forward_taped", info.src, 1,
+                             len(carries), len(invs))
+        if entry is not None and hi > lo:
+            return _driven_tape(execution, entry, info, lo, hi, carries, invs, tape)
 
     def save(i, cs):
         _check_tape(tape.trips + 1, step_bytes, info)
@@ -66,11 +91,29 @@ def run_cloop_tape(execution, bodies, op, value):
             dtype = np.dtype(c.dtype)
             region = lease.alloc(c.size * execution._slot_bytes(dtype), dtype, info.src)
             be.heap_store(heap.view(region), c)
-            saved.append((region, tuple(c.shape)))
+            saved.append((region, 0, tuple(c.shape)))
         tape.regions.append(saved)
         tape.trips += 1
 
     outs = _iterations(execution, bodies, info, bounds, list(carries), list(invs), save)
+    return outs + [tape]
+
+
+def _driven_tape(execution, entry, info, lo, hi, carries, invs, tape):
+    """The taped forward sweep by the step driver: one region per carry for all steps."""
+    heap, trips = execution.heap, hi - lo
+    carries = [execution.host(c) for c in carries]
+    whole = []
+    for c in carries:
+        dtype = np.dtype(c.dtype)
+        whole.append(tape.lease.alloc(trips * c.size * execution._slot_bytes(dtype), dtype,
+                                      info.src))
+    # Addresses are taken after every allocation: a growing heap moves its buffer.
+    bases = [heap.view(region).ctypes.data for region in whole]
+    outs = _driven_forward(execution, entry, info, lo, hi, carries, invs, bases)
+    tape.regions = [[(region, t * c.size, tuple(c.shape)) for region, c in zip(whole, carries)]
+                    for t in range(trips)]
+    tape.trips, tape.whole = trips, whole
     return outs + [tape]
 
 
@@ -104,9 +147,24 @@ def run_cloop_bwd(execution, bodies, op, value):
     inv_bars = [be.xp.zeros_like(execution.host(invs[k])) for k in vjp.invariants]
     lo = int(be.to_numpy(execution.host(bounds[0]))) if info.kind == "fori" else 0
     nf = len(vjp.float_carries)
+    prefix = 1 if info.kind == "fori" else 0
+    entry = None if tape.whole is None or not tape.trips else steps.driver(
+        execution, program, "reverse", info.src, prefix, info.n_carry, len(invs))
+    if entry is not None:
+        plan = entry[0]
+        values = [np.zeros((), info.index_dtype)] * prefix + \
+            [np.zeros(shape, region.dtype) for region, _, shape in tape.regions[0]] + \
+            [execution.host(v) for v in invs] + [execution.host(b) for b in carry_bars]
+        owned = [True] * (prefix + info.n_carry) + [False] * len(invs) + [True] * nf
+        arrays = steps.run(execution, entry, values, owned, tape.trips, lo,
+                           [heap.view(region).ctypes.data for region in tape.whole],
+                           inv_bars, reverse=True)
+        carry_bars = [arrays[s] for s in plan.inputs[prefix + info.n_carry + len(invs):]]
+        final = dict(zip(vjp.float_carries, carry_bars))
+        return [final[k] for k in wrt.carries] + inv_bars
     for t in reversed(range(tape.trips)):
-        saved = [be.heap_load(heap.view(region)).reshape(shape)
-                 for region, shape in tape.regions[t]]
+        saved = [_saved(be, heap.view(region), start, shape)
+                 for region, start, shape in tape.regions[t]]
         prefix = [np.asarray(lo + t, dtype=info.index_dtype)] if info.kind == "fori" else []
         mark = execution.heap_mark()
         outs = execution.run_body(program, prefix + saved + list(invs) + carry_bars)
@@ -117,6 +175,13 @@ def run_cloop_bwd(execution, bodies, op, value):
         inv_bars = [acc + execution.host(g) for acc, g in zip(inv_bars, grads[nf:])]
     final = dict(zip(vjp.float_carries, carry_bars))
     return [final[k] for k in wrt.carries] + inv_bars
+
+
+def _saved(be, view, start, shape):
+    size = int(np.prod(shape, dtype=np.int64))
+    if start or size != view.size:
+        view = view[start:start + size]
+    return be.heap_load(view).reshape(shape)
 
 
 RUNNERS[prims.cloop_p] = run_cloop

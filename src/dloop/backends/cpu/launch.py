@@ -19,7 +19,7 @@ from ...config import config
 from ...kernel import kir
 from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
-from . import simd
+from . import simd, steps
 from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
 from .render import render
 
@@ -133,6 +133,9 @@ class CpuBackend(HostMemory, Backend):
     @staticmethod
     def _has_loops(kernel):
         return any(isinstance(s, (kir.For, kir.While)) for s in kernel.body)
+
+    def step_driver(self, plan, mode, n_index, n_carry, n_inv):
+        return steps.build(plan, mode, n_index, n_carry, n_inv)
 
     def _executor(self):
         """(pool, workers), under self._lock. A replaced pool is shut down without waiting:

@@ -1,0 +1,131 @@
+"""STAGE 5 — cpu: a collective loop's steps as one native function (runtime/steps.py).
+
+    void dloop_steps(i64 first, i64 last, i64 index_base, ptr addresses)
+
+runs steps first .. last - 1 (forward) or last - 1 down to first (reverse), with the body's
+kernels called by address, one thread each: the plan only admits launches small enough for
+that. `addresses` holds the slots' data pointers, then one tape base per carry, then (in
+reverse) one accumulator per invariant cotangent, then each kernel's fault flags. Step t's
+carry k is tape_k + t * bytes_k, and its index is index_base + t.
+
+Forward, each step: save the carries to the tape (if taped), store the index, call the
+kernels, copy the new carries into the carry slots. Reverse, each step: load the step's
+carries from the tape into the body's primal inputs, store the index, call the kernels, copy
+the carry cotangents back, add the invariant cotangents into their accumulators."""
+
+import ctypes
+
+import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
+
+from .compile import compile_llvm, load_object
+from .types import I1, I64, PTR, VOID, storage_type
+
+
+def build(plan, mode, n_index, n_carry, n_inv):
+    """The driver of `plan` (a runtime.steps.StepPlan): mode 'forward', 'forward_taped' or
+    'reverse'; n_index: 1 for a fori loop's index input, 0 for none; n_inv: the body's
+    invariant inputs."""
+    module = ir.Module(name="dloop_steps")
+    fn = ir.Function(module, ir.FunctionType(VOID, [I64, I64, I64, PTR]), "dloop_kernel")
+    first, last, index_base, table = fn.args
+    memcpy = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]),
+                         "llvm.memcpy.p0.p0.i64")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    n_slots = len(plan.slots)
+
+    def address(k):
+        return b.inttoptr(b.load(b.gep(table, [I64(k)], inbounds=True, source_etype=I64),
+                                 typ=I64), PTR)
+
+    def copy(dst, src, nbytes):
+        b.call(memcpy, [dst, src, I64(nbytes), I1(0)])
+
+    reverse = mode == "reverse"
+    head, body, done = (fn.append_basic_block(n) for n in ("head", "body", "done"))
+    start = b.sub(last, I64(1)) if reverse else first
+    entry = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    t = b.phi(I64)
+    t.add_incoming(start, entry)
+    b.cbranch(b.icmp_signed(">=" if reverse else "<", t, first if reverse else last),
+              body, done)
+    b.position_at_end(body)
+
+    ins = plan.inputs
+    carries = ins[n_index:n_index + n_carry]
+    for k, s in enumerate(carries):
+        if mode == "forward":
+            break
+        at = b.gep(address(n_slots + k), [b.mul(t, I64(plan.nbytes[s]))], inbounds=True,
+                   source_etype=ir.IntType(8))
+        if reverse:
+            copy(address(s), at, plan.nbytes[s])
+        else:
+            copy(at, address(s), plan.nbytes[s])
+    if n_index:
+        dtype = plan.slots[ins[0]].aval.dtype
+        value = b.add(index_base, t)
+        if dtype != np.int64:
+            value = b.trunc(value, storage_type(dtype))
+        b.store(value, address(ins[0]))
+    outs = plan.outputs
+    bars = ins[n_index + n_carry + n_inv:] if reverse else []
+    n_acc = len(outs) - n_carry - len(bars) if reverse else 0
+    for k, (compiled, n_threads, refs) in enumerate(plan.calls):
+        args = [I64(0), I64(n_threads), I64(n_threads)]
+        for r in refs:
+            # A kernel's fault flags: past the tape bases and accumulators, zeroed per run.
+            args.append(address(n_slots + n_carry + n_acc + k) if r is None else address(r))
+        b.call(_declare(module, compiled, len(refs)), args)
+    if reverse:
+        grads = outs[n_carry:n_carry + len(bars)]
+        for s_in, s_out in zip(bars, grads):
+            copy(address(s_in), address(s_out), plan.nbytes[s_in])
+        for k, s in enumerate(outs[n_carry + len(bars):]):
+            _accumulate(b, fn, address(n_slots + n_carry + k), address(s),
+                        plan.slots[s].aval)
+    else:
+        for s_in, s_out in zip(carries, outs):
+            copy(address(s_in), address(s_out), plan.nbytes[s_in])
+    step = b.sub(t, I64(1)) if reverse else b.add(t, I64(1))
+    t.add_incoming(step, b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    # Kernel addresses are constants of this process: the driver is never cached on disk.
+    return load_object(compile_llvm(str(module)), 1)
+
+
+def _declare(module, compiled, n_buffers):
+    """The compiled kernel as an external function of the driver's module, resolved to its
+    address through the JIT's symbol table (named by the address: unique in the process)."""
+    address = ctypes.cast(compiled.artifact.call, ctypes.c_void_p).value
+    name = f"dloop_kernel_at_{address:x}"
+    llvm.add_symbol(name, address)
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(VOID, [I64] * 3 + [PTR] * n_buffers), name)
+
+
+def _accumulate(b, fn, acc, g, aval):
+    """acc[j] += g[j] for the invariant cotangent's elements."""
+    ty = storage_type(aval.dtype)
+    n = int(np.prod(aval.shape, dtype=np.int64))
+    before = b.block
+    loop, after = fn.append_basic_block("acc"), fn.append_basic_block("acc_done")
+    b.cbranch(b.icmp_signed(">", I64(n), I64(0)), loop, after)
+    b.position_at_end(loop)
+    j = b.phi(I64)
+    j.add_incoming(I64(0), before)
+    pa = b.gep(acc, [j], inbounds=True, source_etype=ty)
+    pg = b.gep(g, [j], inbounds=True, source_etype=ty)
+    total = b.fadd(b.load(pa, typ=ty), b.load(pg, typ=ty)) if np.issubdtype(
+        aval.dtype, np.floating) else b.add(b.load(pa, typ=ty), b.load(pg, typ=ty))
+    b.store(total, pa)
+    nxt = b.add(j, I64(1))
+    j.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, I64(n)), loop, after)
+    b.position_at_end(after)

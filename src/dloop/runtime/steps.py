@@ -1,0 +1,126 @@
+"""Collective loops compiled whole: a body program made only of kernels is run for many
+steps by one native call (a backend's step driver) instead of one Python round per step.
+
+The plan here is backend-neutral: every value the body touches gets a slot (a buffer
+allocated once per run), each kernel launch becomes a call on slots, and a step ends by
+copying the new carries into the carry slots. A backend turns a plan into a driver
+(`Backend.step_driver`); one that has none, or a body that does not qualify (a host step, an
+adstack to size, a launch large enough to want threads), runs host-driven as before, and
+the debug dump says why."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import config
+from ..ir.graph import Var
+from . import faults as fault_check
+
+# Launches this small run on one thread anyway (backends/cpu: _MIN_PARALLEL_FLAT); larger
+# ones keep the host-driven loop, which spreads each launch over the thread pool.
+MAX_THREADS = 1 << 16
+
+
+@dataclass
+class StepPlan:
+    slots: list            # Var per slot
+    calls: list            # (CompiledKernel, n_threads, [slot per buffer; None: faults])
+    inputs: list           # slot of each program input
+    outputs: list          # slot of each program output
+    nbytes: list           # bytes per slot
+
+
+def plan_steps(executable, src):
+    """The StepPlan of a body program, or None (with the reason in the debug dump)."""
+    reason = _unsuitable(executable)
+    if reason is not None:
+        if config.debug:
+            print(f"dloop: the collective loop at {src} runs host-driven: {reason}")
+        return None
+    program = executable.program
+    slots, index = [], {}
+
+    def slot(var):
+        if var not in index:
+            index[var] = len(slots)
+            slots.append(var)
+        return index[var]
+
+    inputs = [slot(v) for v in program.inputs]
+    calls = []
+    for _, plan, _ in executable.sequence:
+        kernel = plan.main.kernel
+        refs = [None if spec.kind == "faults" else slot(plan.vars[spec.key])
+                for spec in kernel.buffers]
+        calls.append((plan.main, plan.n_threads, refs))
+    outputs = [slot(v) for v in program.outputs]
+    nbytes = [int(np.prod(v.aval.shape, dtype=np.int64)) * v.aval.dtype.itemsize
+              for v in slots]
+    return StepPlan(slots, calls, inputs, outputs, nbytes)
+
+
+def _unsuitable(executable):
+    program = executable.program
+    if program.consts:
+        return "its body holds constants"
+    made = set()
+    for host_op, plan, _ in executable.sequence:
+        if host_op is not None:
+            return f"its body has a host step ({host_op.prim.name})"
+        if plan.nests or plan.counting or plan.external_tokens:
+            return "its body sizes adstacks at every step"
+        if not 0 < plan.n_threads < MAX_THREADS:
+            return f"its launches ({plan.n_threads:,} threads) are large enough for threads"
+        for spec in plan.main.kernel.buffers:
+            if spec.kind not in ("in", "out", "faults"):
+                return f"its body has a '{spec.kind}' buffer"
+            if spec.kind in ("in", "out") and plan.vars[spec.key].aval.dtype != spec.dtype:
+                return "its body converts an input when it launches"
+        made.update(v for v in plan.step.outputs)
+    for v in program.outputs:
+        if not isinstance(v, Var) or v not in made:
+            return "its body returns a value no kernel of it computes"
+    return None
+
+
+# Steps per native call: Ctrl-C and faults are seen between calls.
+CHUNK = 256
+
+
+def driver(execution, body, mode, src, n_index, n_carry, n_inv):
+    """(plan, native driver) for running `body` in `mode`, made once per body; None where
+    the loop runs host-driven."""
+    cache = body.__dict__.setdefault("step_drivers", {})
+    if mode not in cache:
+        plan = plan_steps(body, src)
+        native = None if plan is None else \
+            execution.backend.step_driver(plan, mode, n_index, n_carry, n_inv)
+        cache[mode] = None if native is None else (plan, native)
+    return cache[mode]
+
+
+def run(execution, entry, values, owned, trips, index_base, tape_bases, accumulators=(),
+        reverse=False):
+    """Run steps 0 .. trips - 1 (last first in reverse). values: the body's inputs, the
+    `owned` ones copied into slots the steps overwrite (carries). Returns the slot arrays."""
+    plan, native = entry
+    arrays = [None] * len(plan.slots)
+    for s, value, own in zip(plan.inputs, values, owned):
+        dtype = plan.slots[s].aval.dtype
+        arrays[s] = np.array(value, dtype=dtype, order="C", copy=True) if own else \
+            np.ascontiguousarray(value, dtype=dtype)
+    for s, var in enumerate(plan.slots):
+        if arrays[s] is None:
+            arrays[s] = np.empty(var.aval.shape, var.aval.dtype)
+    faults = [np.zeros(1 + len(compiled.kernel.faults), np.int64)
+              for compiled, _, _ in plan.calls]
+    table = np.array([a.ctypes.data for a in arrays] + list(tape_bases) +
+                     [a.ctypes.data for a in accumulators] + [f.ctypes.data for f in faults],
+                     dtype=np.uint64)
+    chunks = [(t, min(t + CHUNK, trips)) for t in range(0, trips, CHUNK)]
+    for first, last in reversed(chunks) if reverse else chunks:
+        native.call(first, last, index_base, table.ctypes.data)
+        for (compiled, _, _), flags in zip(plan.calls, faults):
+            if compiled.faults_index is not None:
+                fault_check.check(compiled.kernel, flags, {})
+    return arrays

@@ -1,0 +1,115 @@
+"""Collective fori loops whose bodies are only kernels run their steps natively on the cpu
+backend (runtime/steps.py, backends/cpu/steps.py): the same results and gradients as the
+host-driven loop (the other backends), including invariant cotangents, integer carries,
+chunks of steps in both directions and faults; bodies that do not qualify fall back."""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop.runtime.execute import Execution
+from helpers import assert_close, finite_difference
+
+
+def _count_host_steps(monkeypatch):
+    """The number of body programs run from Python, step by step."""
+    calls = []
+    real = Execution.run_body
+    monkeypatch.setattr(Execution, "run_body",
+                        lambda self, body, args: calls.append(1) or real(self, body, args))
+    return calls
+
+
+def _heat(u, steps, rate):
+    def body(i, u):
+        return u + rate * (np.roll(u, 1) + np.roll(u, -1) - 2 * u) - 0.01 * u ** 3
+    return dl.fori_loop(0, steps, body, u)
+
+
+def _heat_numpy(u, steps, rate):
+    history = []
+    for _ in range(steps):
+        history.append(u)
+        u = u + rate * (np.roll(u, 1) + np.roll(u, -1) - 2 * u) - 0.01 * u ** 3
+    return u, history
+
+
+def test_many_steps_run_natively_with_the_numpy_adjoint(backend, monkeypatch):
+    """700 steps: several chunks of steps per native call, forward and reverse. The gradient
+    is checked against the hand-written adjoint of the NumPy loop."""
+    calls = _count_host_steps(monkeypatch)
+    u0 = 1.0 + 0.3 * np.sin(np.linspace(0, 2 * np.pi, 96, endpoint=False))
+    steps = np.array(700)
+    out = dl.jit(lambda u: _heat(u, steps, 0.2))(u0)
+    g = dl.grad(lambda u: (_heat(u, steps, 0.2) ** 2).sum())(u0)
+    u, history = _heat_numpy(u0, 700, 0.2)
+    bar = 2 * u
+    for h in reversed(history):
+        bar = bar * (1 - 0.4 - 0.03 * h ** 2) + 0.2 * (np.roll(bar, -1) + np.roll(bar, 1))
+    assert_close(out, u, rtol=1e-13)
+    assert_close(g, bar, rtol=1e-12)
+    if backend == "cpu":
+        assert calls == []
+
+
+def test_invariant_cotangents_and_integer_carries(backend, monkeypatch):
+    """A parameter captured by the body (its cotangent is summed over steps) and an int64
+    counter carried beside the state."""
+    calls = _count_host_steps(monkeypatch)
+    rng = np.random.default_rng(4)
+    u0, p0 = rng.uniform(0.5, 1.5, 16), rng.uniform(0.9, 1.0, 16)
+
+    def run(u, p):
+        def body(i, c):
+            u, k = c
+            return u * p + 0.05 * np.roll(u, 1) + 0.001 * k, k + i
+        return dl.fori_loop(0, 30, body, (u, np.zeros(16, np.int64)))
+
+    def loss(u, p):
+        return (run(u, p)[0] ** 2).sum()
+    gu, gp = dl.grad(loss, argnums=(0, 1))(u0, p0)
+
+    def reference(u, p):
+        k = np.zeros(16, np.int64)
+        for i in range(30):
+            u, k = u * p + 0.05 * np.roll(u, 1) + 0.001 * k, k + i
+        return (u ** 2).sum()
+    assert_close(gu, finite_difference(lambda u: reference(u, p0), u0), rtol=1e-6)
+    assert_close(gp, finite_difference(lambda p: reference(u0, p), p0), rtol=1e-6)
+    np.testing.assert_array_equal(dl.jit(run)(u0, p0)[1], np.full(16, sum(range(30))))
+    if backend == "cpu":
+        assert calls == []
+
+
+def test_a_body_with_a_host_step_runs_host_driven_and_says_so(backend, capsys):
+    u0 = np.linspace(0.2, 1.0, 12)
+
+    def run(u):
+        # u.mean() is a whole-array reduction: a host step between the body's kernels.
+        return dl.fori_loop(0, 5, lambda i, u: u * 0.9 + 0.1 * u.mean(), u)
+
+    def reference(u):
+        for _ in range(5):
+            u = u * 0.9 + 0.1 * u.mean()
+        return (u ** 3).sum()
+    with dl.config.override(debug=True):
+        g = dl.grad(lambda u: (run(u) ** 3).sum())(u0)
+    assert_close(g, finite_difference(reference, u0), rtol=1e-6)
+    if backend == "cpu":
+        assert "runs host-driven: its body has a host step (reduce)" in capsys.readouterr().out
+
+
+def test_an_index_fault_in_a_late_step_is_reported_and_the_next_call_is_right(backend):
+    """Each step mixes u with a permutation of itself, weights summing to 1: the gradient
+    of sum(u) is exactly 1. In the bad call the last step's index is out of range."""
+    perm = np.array([1, 2, 0])
+
+    def loss(x, steps, bad):
+        def step(i, u):
+            idx = perm + (i == steps - 1) * (bad - perm)
+            return u * 0.999 + 0.001 * u[idx]
+        return dl.fori_loop(0, steps, step, x).sum()
+    x = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(dl.DloopIndexError):
+        dl.grad(lambda x: loss(x, 600, np.array([1, 7, 0])))(x)
+    assert_close(dl.grad(lambda x: loss(x, 600, perm))(x), np.ones(3), rtol=1e-12)
