@@ -170,7 +170,7 @@ def run_cloop_bwd(execution, bodies, op, value):
         outs = execution.run_body(program, prefix + saved + list(invs) + carry_bars)
         execution.sync()               # the step's kernels read tapes freed below
         execution.heap_reset(mark)     # tapes of loops inside the body die with the step
-        grads = outs[info.n_carry:]
+        grads = outs            # the program returns the cotangents only (program.py)
         carry_bars = grads[:nf]
         inv_bars = [acc + execution.host(g) for acc, g in zip(inv_bars, grads[nf:])]
     final = dict(zip(vjp.float_carries, carry_bars))

@@ -14,6 +14,7 @@ import numpy as np
 from ..adstack import capacity
 from ..config import config
 from ..ir import prims
+from ..ir.graph import Graph
 from ..kernel import kir
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep, schedule
@@ -92,7 +93,10 @@ def _compile_bodies(op, backend, timings):
     if info.kind == "while":
         graphs["cond"] = info.cond
     if op.prim is prims.cloop_bwd_p:
-        graphs = {"vjp": op.params["body_vjp"].graph}
+        vjp = op.params["body_vjp"].graph
+        # The reverse steps read only the cotangents: the body's recomputed carries would be
+        # stored at every step for nothing (kernels drop what no output needs).
+        graphs = {"vjp": Graph(vjp.inputs, vjp.outputs[info.n_carry:], vjp.ops)}
     return {name: compile_program(_timed(timings, "schedule", schedule, graph, {}), backend,
                                   timings)
             for name, graph in graphs.items()}

@@ -73,7 +73,7 @@ def build(plan, mode, n_index, n_carry, n_inv):
         b.store(value, address(ins[0]))
     outs = plan.outputs
     bars = ins[n_index + n_carry + n_inv:] if reverse else []
-    n_acc = len(outs) - n_carry - len(bars) if reverse else 0
+    n_acc = len(outs) - len(bars) if reverse else 0
     for k, (compiled, n_threads, refs) in enumerate(plan.calls):
         args = [I64(0), I64(n_threads), I64(n_threads)]
         for r in refs:
@@ -81,10 +81,10 @@ def build(plan, mode, n_index, n_carry, n_inv):
             args.append(address(n_slots + n_carry + n_acc + k) if r is None else address(r))
         b.call(_declare(module, compiled, len(refs)), args)
     if reverse:
-        grads = outs[n_carry:n_carry + len(bars)]
+        grads = outs[:len(bars)]        # the VJP body returns cotangents only
         for s_in, s_out in zip(bars, grads):
             copy(address(s_in), address(s_out), plan.nbytes[s_in])
-        for k, s in enumerate(outs[n_carry + len(bars):]):
+        for k, s in enumerate(outs[len(bars):]):
             _accumulate(b, fn, address(n_slots + n_carry + k), address(s),
                         plan.slots[s].aval)
     else:
