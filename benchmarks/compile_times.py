@@ -41,7 +41,7 @@ PHASES = ("trace", "schedule", "lower", "legalize", "render", "build", "load", "
 
 # -- the child: one workload, one cache directory, one fresh process --
 
-def _instrument(dl, backend, times, counts):
+def _instrument(backend, times, counts):
     """Wrap the compile stage's functions so that each call adds its time to times[phase]."""
     import dloop.api as api
     import dloop.runtime.cache as cache
@@ -85,7 +85,7 @@ def child(key, scale, backend_name, cache_dir):
     harness.SETTINGS = harness.Settings("cpu", backend_name)
     backend = get_backend(backend_name)
     times, counts = {}, {"disk_loads": 0, "drivers": 0}
-    _instrument(dl, backend, times, counts)
+    _instrument(backend, times, counts)
     module = WORKLOADS[key]
     label, *params = module.cases(scale)[0]
     data, _ = harness.prepare(module.make_data(*params, np.random.default_rng(0)), "float64")
