@@ -77,3 +77,23 @@ def test_interleaved_layout_gives_each_lane_group_disjoint_interleaved_slots():
     assert np.all(groups == groups[:, :1])
     # Sorted by need, the padding is at most lanes x the longest capacity.
     assert slots // 2 - need.sum() <= lanes * need.max()
+
+
+def test_interleaving_is_part_of_a_kernels_cache_key():
+    """Compile caches are keyed by the kernel's text: two kernels that differ only in how
+    their stacks are interleaved must not share a binary."""
+    import dloop as dl
+    from dloop.runtime import program
+    kernels = []
+    program.KERNEL_HOOKS.append(kernels.append)
+    try:
+        dl.grad(lambda x: dl.fori_loop(0, np.array([2, 3]), lambda i, v: v * 0.5, x).sum())(
+            np.ones(2))
+    finally:
+        program.KERNEL_HOOKS.pop()
+    kernel = next(k for k in kernels if k.stacks)
+    texts = set()
+    for lanes in (1, 4, 8):
+        kernel.tape_lanes = lanes
+        texts.add(str(kernel))
+    assert len(texts) == 3

@@ -23,7 +23,9 @@ class _Names:
 
 def format_kernel(kernel):
     n = _Names()
-    lines = [f"kernel {kernel.name}(tid={n.v(kernel.tid)}):"]
+    # The text is the compile caches' key: the stacks' addressing is part of it.
+    lanes = f" tape_lanes={kernel.tape_lanes}" if kernel.tape_lanes != 1 else ""
+    lines = [f"kernel {kernel.name}(tid={n.v(kernel.tid)}){lanes}:"]
     for k, b in enumerate(kernel.buffers):
         key = ""
         if b.kind == "region":
