@@ -68,14 +68,16 @@ def _interleaved(ordered, lanes, xp):
     a group's lanes * capacity cannot overflow int64."""
     n = ordered.size
     groups = -(-n // lanes)
-    if groups * lanes != n:
-        ordered = xp.concatenate([ordered, xp.zeros(groups * lanes - n, np.int64)])
-    group_cap = ordered.reshape(groups, lanes).max(axis=1)
+    # The groups' maxima as `lanes` strided passes: a max along a short last axis is many
+    # times slower in NumPy, and a padded copy would cost a pass more.
+    group_cap = ordered[0::lanes].copy()
+    for lane in range(1, lanes):
+        part = ordered[lane::lanes]
+        xp.maximum(group_cap[:part.size], part, out=group_cap[:part.size])
     group_start = parallel.exclusive_cumsum(group_cap * lanes, xp)
     total = int(group_start[-1] + group_cap[-1] * lanes) if n else 0
-    start = group_start[:, None] + xp.arange(lanes, dtype=np.int64)[None, :]
-    cap = xp.broadcast_to(group_cap[:, None], (groups, lanes))
-    return xp.ascontiguousarray(cap.reshape(-1)[:n]), start.reshape(-1)[:n], total
+    start = (group_start[:, None] + xp.arange(lanes, dtype=np.int64)[None, :]).reshape(-1)
+    return xp.repeat(group_cap, lanes)[:n], start[:n], total
 
 
 def _check_size(info, cap, padded=None):
