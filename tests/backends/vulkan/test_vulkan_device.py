@@ -209,6 +209,24 @@ def test_a_heap_region_past_max_storage_buffer_range_is_refused(masked):
     assert HERE in e.value.where and "72,080 bytes" in str(e.value)
 
 
+def test_a_kernel_with_more_arrays_than_the_device_binds_is_refused(masked):
+    """lavapipe allows 32 storage buffers per shader and crashed on more: a kernel that
+    needs more is refused with the count, the limit and the fix, and the call after it,
+    with fewer arrays, runs."""
+    masked("", max_buffers=10)
+    x = np.linspace(0.5, 1.0, 4)
+    a, b, c, d, e, f, g, h = (np.full(4, k) for k in np.linspace(0.1, 0.8, 8))
+
+    def many(x):
+        return dl.fori_loop(0, np.array([1, 2, 3, 4]),
+                            lambda i, v: v * 0.9 + a * b + c * d + e * f + g * h, x).sum()
+    with pytest.raises(DloopNotImplementedError, match="storage buffers per shader") as err:
+        dl.grad(many)(x)
+    assert HERE in err.value.where and "stacked arrays" in str(err.value)
+    assert_close(_power_grad(x, np.array([1, 2, 3, 4])), np.array([2, 3, 4, 5]) *
+                 x ** np.array([1, 2, 3, 4]), rtol=1e-12)
+
+
 def test_buffers_live_until_the_submissions_using_them_finish():
     be = VulkanBackend(vkdevice.Device())
     x = be.upload(np.arange(1 << 16, dtype=np.float64), np.float64)

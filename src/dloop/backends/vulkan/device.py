@@ -57,6 +57,7 @@ class Features:
     denorm_preserve32: bool
     denorm_preserve64: bool
     max_range: int            # maxStorageBufferRange
+    max_buffers: int          # maxPerStageDescriptorStorageBuffers (lavapipe: 32)
     align: int                # minStorageBufferOffsetAlignment
     max_groups: int           # maxComputeWorkGroupCount[0] (and [1])
     uuid: bytes
@@ -105,6 +106,7 @@ def _query(pd, mask):
         denorm_preserve32=bool(fc.shaderDenormPreserveFloat32),
         denorm_preserve64=bool(fc.shaderDenormPreserveFloat64),
         max_range=int(props.limits.maxStorageBufferRange),
+        max_buffers=int(props.limits.maxPerStageDescriptorStorageBuffers),
         align=int(props.limits.minStorageBufferOffsetAlignment),
         max_groups=int(min(props.limits.maxComputeWorkGroupCount[0],
                            props.limits.maxComputeWorkGroupCount[1])),

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from ...errors import DloopMemoryError, DloopTypeError, DloopValueError
+from ...errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError, DloopValueError
 from ...kernel import kir
 from ...source import user_location
 from ..base import Backend, Caps
@@ -85,6 +85,7 @@ class VulkanBackend(Backend):
     # -- compile --
     def render(self, kernel):
         self._check_float64(kernel)
+        self._check_bindings(kernel)
         words = render(kernel, self.features, self.rough)
         code = np.asarray(words, dtype="<u4").tobytes()
         if self.device.validate:
@@ -93,6 +94,19 @@ class VulkanBackend(Backend):
 
     def build(self, source, kernel):
         return source
+
+    def _check_bindings(self, kernel):
+        """A pipeline with more storage buffers than the device allows per shader is
+        undefined behaviour (lavapipe crashes in vkQueueSubmit): refuse it here."""
+        if len(kernel.buffers) <= self.features.max_buffers:
+            return
+        raise DloopNotImplementedError(
+            f"this loop's kernel binds {len(kernel.buffers)} arrays, more than the "
+            f"{self.features.max_buffers} storage buffers per shader that Vulkan device "
+            f"{self.features.name} allows (maxPerStageDescriptorStorageBuffers). Pass the "
+            "arrays it reads as fewer, stacked arrays (xp.stack([a, b, c]) indexed inside), "
+            "or run this call on the cpu or cuda backend",
+            next((st.src for st in kernel.body if getattr(st, "src", None)), None))
 
     def load(self, binary, source, kernel):
         key = hashlib.sha256(binary).digest()
