@@ -68,12 +68,17 @@ def _interleaved(ordered, lanes, xp):
     a group's lanes * capacity cannot overflow int64."""
     n = ordered.size
     groups = -(-n // lanes)
-    # The groups' maxima as `lanes` strided passes: a max along a short last axis is many
-    # times slower in NumPy, and a padded copy would cost a pass more.
-    group_cap = ordered[0::lanes].copy()
-    for lane in range(1, lanes):
-        part = ordered[lane::lanes]
-        xp.maximum(group_cap[:part.size], part, out=group_cap[:part.size])
+    if xp is np:
+        # `lanes` strided passes: NumPy's max along a short last axis is 3x slower.
+        group_cap = ordered[0::lanes].copy()
+        for lane in range(1, lanes):
+            part = ordered[lane::lanes]
+            np.maximum(group_cap[:part.size], part, out=group_cap[:part.size])
+    else:
+        # On a device one reduction kernel beats `lanes` launches.
+        padded = xp.zeros(groups * lanes, np.int64)
+        padded[:n] = ordered
+        group_cap = padded.reshape(groups, lanes).max(axis=1)
     group_start = parallel.exclusive_cumsum(group_cap * lanes, xp)
     total = int(group_start[-1] + group_cap[-1] * lanes) if n else 0
     start = (group_start[:, None] + xp.arange(lanes, dtype=np.int64)[None, :]).reshape(-1)
