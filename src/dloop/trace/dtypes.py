@@ -1,7 +1,6 @@
 """STAGE 1 — the array API's data type functions and inspection utilities on traced arrays.
 Dtypes are NumPy's; these answer from the dtype alone, so they never need a concrete value."""
 
-import array_api_compat.numpy as _compat
 import numpy as np
 
 from ..errors import DloopTypeError
@@ -9,6 +8,13 @@ from ..source import user_location
 from .tracer import Tracer
 
 DEVICE = "cpu"
+
+
+def _compat():
+    """array-api-compat's NumPy namespace, imported when first asked: it imports
+    numpy.typing and numpy.f2py, half a second of a first trace that never needs them."""
+    import array_api_compat.numpy
+    return array_api_compat.numpy
 
 
 def _dtype(x):
@@ -44,7 +50,7 @@ def iinfo(type):
 
 
 def isdtype(dtype, kind):
-    return _compat.isdtype(np.dtype(dtype), kind)
+    return _compat().isdtype(np.dtype(dtype), kind)
 
 
 class Info:
@@ -67,7 +73,7 @@ class Info:
                 "indexing": np.dtype(np.int64)}
 
     def dtypes(self, *, device=None, kind=None):
-        return _compat.__array_namespace_info__().dtypes(kind=kind)
+        return _compat().__array_namespace_info__().dtypes(kind=kind)
 
 
 def __array_namespace_info__():
