@@ -15,6 +15,10 @@ SCRIPT = textwrap.dedent("""
     import os, signal, threading, time
     import numpy as np
     import dloop as dl
+    from dloop.backends.cpu.launch import CpuBackend
+    # Ctrl-C raises KeyboardInterrupt even where the parent process ignores SIGINT (a
+    # background job's children inherit that).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     dl.config.update("backend", "cpu")
     dl.config.update("num_threads", {threads})
     rng = np.random.default_rng(0)
@@ -26,7 +30,21 @@ SCRIPT = textwrap.dedent("""
 
     small = slice(0, 3000)
     before = dl.grad(loss)(x[small], n[small])
-    threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    # Ctrl-C 0.3 s into the big call's first launch, however fast the machine traces,
+    # compiles and sizes before it.
+    launching = threading.Event()
+    real_launch = CpuBackend.launch
+
+    def launch(self, *args):
+        launching.set()
+        return real_launch(self, *args)
+    CpuBackend.launch = launch
+
+    def press_ctrl_c():
+        launching.wait()
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
     start = time.monotonic()
     try:
         dl.grad(loss)(x, n)
@@ -36,6 +54,7 @@ SCRIPT = textwrap.dedent("""
     # No worker still computes: CPU time stops growing once the call has returned.
     cpu = time.process_time(); time.sleep(0.5); spent = time.process_time() - cpu
     print("cpu while idle", round(spent, 3))
+    CpuBackend.launch = real_launch
     after = dl.grad(loss)(x[small], n[small])
     print("same", np.array_equal(before, after))
     # and it is the right gradient: central differences in float64 on a few elements
