@@ -25,9 +25,6 @@ from .trace.tracer import Builder, Tracer, is_tracing
 _last_backend = [None]
 
 
-_DTYPES = ("bool", "int32", "int64", "float32", "float64")
-
-
 def _as_input(x, path, where, device=True):
     """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
     if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
@@ -39,7 +36,7 @@ def _as_input(x, path, where, device=True):
 def _supported(array, path, where):
     """Smaller integer dtypes widen to int64 (every value fits, but uint64's top half)."""
     dtype = array.dtype
-    if dtype.name in _DTYPES:
+    if dtype.name in libraries.DTYPES:
         return array
     if dtype.kind in "iu" and (dtype != np.uint64 or not array.size or
                                int(array.max()) < 2 ** 63):
@@ -47,8 +44,8 @@ def _supported(array, path, where):
     fix = "convert it with .astype(np.float32) or .astype(np.float64)" if dtype.kind in "fc" \
         else "convert it to one of these"
     raise DloopTypeError(f"{path} has dtype {dtype.name}, which dloop does not compute in "
-                         f"(supported: {', '.join(_DTYPES)}, and smaller integers); {fix}",
-                         where)
+                         f"(supported: {', '.join(libraries.DTYPES)}, and smaller integers); "
+                         f"{fix}", where)
 
 
 def _check_fun(fun, name, where):

@@ -8,6 +8,7 @@ import numpy as np
 from .errors import DloopNotImplementedError, DloopTypeError
 
 NUMPY = "numpy"
+DTYPES = ("bool", "int32", "int64", "float32", "float64")   # the dtypes dloop computes in
 
 
 def library_of(x):

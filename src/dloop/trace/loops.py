@@ -8,12 +8,11 @@ import numpy as np
 from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
-from ..libraries import to_numpy
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
-from .tracer import Builder, Tracer, bind, current_builder, device_constant, is_tracing
+from .tracer import Builder, Tracer, bind, captured, current_builder, is_tracing
 
 _loop_ids = itertools.count()
 
@@ -289,8 +288,7 @@ def _from_library(x, src):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
             not hasattr(x, "__dlpack__"):
         return x
-    kept = device_constant(x)
-    return kept if kept is not None else to_numpy(x, src)
+    return captured(x, src)
 
 
 def _carry_leaves(init, src):

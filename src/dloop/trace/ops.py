@@ -9,9 +9,8 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.semantics import evaluate
-from ..libraries import to_numpy
 from ..source import user_location
-from .tracer import Tracer, bind1, current_builder, device_constant
+from .tracer import Tracer, bind1, captured, current_builder
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -25,8 +24,7 @@ def _check_operand(x):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
         return x
     if hasattr(x, "__dlpack__"):                # an array of another library, captured
-        kept = device_constant(x)
-        return kept if kept is not None else to_numpy(x, user_location())
+        return captured(x, user_location())
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         return np.asarray(x)
     raise DloopTypeError(f"unsupported operand of type {type(x).__name__}", user_location())

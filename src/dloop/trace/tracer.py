@@ -32,7 +32,7 @@ class Builder:
         self._captured_from = {}  # the reverse: input Var of this builder -> parent-level Var
         self.consts = {}          # top level only: const Var -> np.ndarray (or device array)
         # Top level only: the trace runs on the cuda backend, so CUDA arrays the function
-        # captures stay on the device as constants (device_constant) instead of crossing to
+        # captures stay on the device as constants (`captured`) instead of crossing to
         # the host and back at every call.
         self.keeps_device_arrays = False
         self._const_ids = {}
@@ -137,23 +137,19 @@ def is_tracing():
     return bool(_state.stack)
 
 
-_DEVICE_DTYPES = ("bool", "int32", "int64", "float32", "float64")
-
-
-def device_constant(x):
-    """x, an array the traced function captured, as a tracer of a constant that stays on
-    the device (Builder.keeps_device_arrays); None where x is to be copied to the host as a
-    NumPy constant instead (not a CUDA array, not a cuda trace, or a dtype dloop widens or
-    refuses on the host)."""
-    from ..libraries import on_cuda, to_input
+def captured(x, where):
+    """x, an array of another library that the traced function captured: a tracer of a
+    constant that stays on the device (Builder.keeps_device_arrays) where x is a CUDA array
+    of a dtype dloop computes in and the trace runs on the cuda backend; else its NumPy
+    copy, a host constant."""
+    from ..libraries import DTYPES, on_cuda, to_input, to_numpy
     builder = current_builder()
-    if builder is None or not builder._root().keeps_device_arrays or not on_cuda(x):
-        return None
-    array = to_input(x, True, user_location())
-    if array.dtype.name not in _DEVICE_DTYPES:
-        return None
-    root = builder._root()
-    return Tracer(builder, builder._lift_var(root.const_var(array), root))
+    root = builder._root() if builder is not None else None
+    if root is not None and root.keeps_device_arrays and on_cuda(x):
+        array = to_input(x, True, where)
+        if array.dtype.name in DTYPES:
+            return Tracer(builder, builder._lift_var(root.const_var(array), root))
+    return to_numpy(x, where)
 
 
 def _target_builder(args):
