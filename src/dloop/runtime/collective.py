@@ -47,11 +47,11 @@ def _iterations(execution, bodies, info, bounds, carries, invs, each):
 def run_cloop(execution, bodies, op, value):
     info = op.params["info"]
     bounds, carries, invs = info.split_inputs([value(x) for x in op.inputs])
-    if info.kind == "fori":
+    entry = None if info.kind != "fori" else steps.driver(
+        execution, bodies["body"], "forward", info.src, 1, len(carries), len(invs))
+    if entry is not None:
         lo, hi = (int(execution.backend.to_numpy(execution.host(b))) for b in bounds)
-        entry = steps.driver(execution, bodies["body"], "forward", info.src, 1,
-                             len(carries), len(invs))
-        if entry is not None and hi > lo:
+        if hi > lo:
             return _driven_forward(execution, entry, info, lo, hi, carries, invs, ())
     return _iterations(execution, bodies, info, bounds, list(carries), list(invs),
                        lambda i, c: None)
@@ -62,7 +62,7 @@ def _driven_forward(execution, entry, info, lo, hi, carries, invs, tape_bases):
     values = [np.zeros((), info.index_dtype)] + [execution.host(c) for c in carries] + \
         [execution.host(v) for v in invs]
     owned = [True] * (1 + len(carries)) + [False] * len(invs)
-    arrays = steps.run(execution, entry, values, owned, hi - lo, lo,
+    arrays = steps.run(entry, values, owned, hi - lo, lo,
                        list(tape_bases) + [0] * (len(carries) - len(tape_bases)))
     return [arrays[s] for s in plan.inputs[1:1 + len(carries)]]
 
@@ -156,23 +156,22 @@ def run_cloop_bwd(execution, bodies, op, value):
             [np.zeros(shape, region.dtype) for region, _, shape in tape.regions[0]] + \
             [execution.host(v) for v in invs] + [execution.host(b) for b in carry_bars]
         owned = [True] * (prefix + info.n_carry) + [False] * len(invs) + [True] * nf
-        arrays = steps.run(execution, entry, values, owned, tape.trips, lo,
+        arrays = steps.run(entry, values, owned, tape.trips, lo,
                            [heap.view(region).ctypes.data for region in tape.whole],
                            inv_bars, reverse=True)
         carry_bars = [arrays[s] for s in plan.inputs[prefix + info.n_carry + len(invs):]]
-        final = dict(zip(vjp.float_carries, carry_bars))
-        return [final[k] for k in wrt.carries] + inv_bars
-    for t in reversed(range(tape.trips)):
-        saved = [_saved(be, heap.view(region), start, shape)
-                 for region, start, shape in tape.regions[t]]
-        prefix = [np.asarray(lo + t, dtype=info.index_dtype)] if info.kind == "fori" else []
-        mark = execution.heap_mark()
-        outs = execution.run_body(program, prefix + saved + list(invs) + carry_bars)
-        execution.sync()               # the step's kernels read tapes freed below
-        execution.heap_reset(mark)     # tapes of loops inside the body die with the step
-        grads = outs            # the program returns the cotangents only (program.py)
-        carry_bars = grads[:nf]
-        inv_bars = [acc + execution.host(g) for acc, g in zip(inv_bars, grads[nf:])]
+    else:
+        for t in reversed(range(tape.trips)):
+            saved = [_saved(be, heap.view(region), start, shape)
+                     for region, start, shape in tape.regions[t]]
+            index = [np.asarray(lo + t, dtype=info.index_dtype)] if prefix else []
+            mark = execution.heap_mark()
+            outs = execution.run_body(program, index + saved + list(invs) + carry_bars)
+            execution.sync()           # the step's kernels read tapes freed below
+            execution.heap_reset(mark)  # tapes of loops inside the body die with the step
+            # The program returns the cotangents only (program.py).
+            carry_bars = outs[:nf]
+            inv_bars = [acc + execution.host(g) for acc, g in zip(inv_bars, outs[nf:])]
     final = dict(zip(vjp.float_carries, carry_bars))
     return [final[k] for k in wrt.carries] + inv_bars
 

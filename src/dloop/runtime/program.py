@@ -61,6 +61,9 @@ class Executable:
     backend: object
     kernels: dict          # id(step) -> KernelPlan
     bodies: dict           # id(collective op) -> {"body" | "cond" | "vjp": Executable}
+    # mode -> (plan, native driver) or None, made at a collective body's first run
+    # (runtime/steps.py)
+    step_drivers: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         # What the runtime walks at each run: (host op or None, kernel plan or None, the

@@ -90,7 +90,7 @@ CHUNK = 256
 def driver(execution, body, mode, src, n_index, n_carry, n_inv):
     """(plan, native driver) for running `body` in `mode`, made once per body; None where
     the loop runs host-driven."""
-    cache = body.__dict__.setdefault("step_drivers", {})
+    cache = body.step_drivers
     if mode not in cache:
         plan = plan_steps(body, src)
         native = None if plan is None else \
@@ -99,8 +99,7 @@ def driver(execution, body, mode, src, n_index, n_carry, n_inv):
     return cache[mode]
 
 
-def run(execution, entry, values, owned, trips, index_base, tape_bases, accumulators=(),
-        reverse=False):
+def run(entry, values, owned, trips, index_base, tape_bases, accumulators=(), reverse=False):
     """Run steps 0 .. trips - 1 (last first in reverse). values: the body's inputs, the
     `owned` ones copied into slots the steps overwrite (carries). Returns the slot arrays."""
     plan, native = entry
