@@ -72,3 +72,18 @@ def test_printed_loop_shows_its_body():
                                               x).sum(), [np.ones(2)], None)
     text = str(graph)
     assert "= loop " in text and "body=" in text and "= mul " in text
+
+
+def test_loop_started_from_a_broadcast_value_computes_it_in_the_kernel():
+    """np.ones_like(x) is one value broadcast: the loop's carry starts from that value, not
+    from a constant array of the full shape that every launch would copy."""
+    import dloop as dl
+    from dloop.api import _trace
+    graph, consts, *_ = _trace(lambda x: dl.fori_loop(0, np.array([1, 2]), lambda i, v: v * x,
+                                                      np.ones_like(x)), [np.ones(2)], None)
+    loop = next(op for op in graph.ops if op.prim is prims.loop_p)
+    start = next(op for op in graph.ops if loop.inputs[2] in op.outputs)
+    assert start.prim is prims.broadcast_p and isinstance(start.inputs[0], Lit)
+    assert start.inputs[0].value == 1.0
+    read = [v for op in graph.ops for v in op.inputs if v in consts]
+    assert all(consts[v].dtype != np.float64 for v in read)     # only the trip counts

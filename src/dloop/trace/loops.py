@@ -194,12 +194,22 @@ def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
                     invariant_modes=tuple(m for _, m in slots), body=scalar[-1],
                     cond=scalar[0] if len(scalar) == 2 else None, **info_args)
     builder = current_builder()
-    carries = [ops.broadcast_to(x, shape) for x in leaves]
+    carries = [_carry_init(x, shape, builder) for x in leaves]
     invariants = [Tracer(builder, p) for p, _ in slots]
     outs = bind(prims.loop_p, list(bounds) + carries + invariants, {"info": info}, src=src,
                 builder=builder)
     outs = [_unreplicate(o, np.shape(x)) for o, x in zip(outs, leaves)]
     return pytree.unflatten(treedef, outs)
+
+
+def _carry_init(x, shape, builder):
+    """The loop's initial carry at its full shape. One value broadcast as a NumPy array
+    (np.ones_like of a traced array) is traced as a broadcast of that value, which the loop's
+    kernel computes, instead of an array of the full shape copied at every launch."""
+    value = x.constant_value() if isinstance(x, Tracer) else x
+    if isinstance(value, np.ndarray) and value.size > 1 and not any(value.strides):
+        x = bind(prims.broadcast_p, [value.reshape(-1)[0]], {"shape": shape}, builder=builder)[0]
+    return ops.broadcast_to(x, shape)
 
 
 def _emit_collective(bounds, leaves, treedef, traced, info_args):
