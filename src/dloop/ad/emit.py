@@ -9,10 +9,26 @@ from ..ir.prims import out_avals
 P = prims.REGISTRY
 
 
+class Mask:
+    """Where a cotangent can be nonzero: `select(cond, g, 0)` (keep) or `select(cond, 0, g)`
+    came from np.where's VJP, and what elementwise rules derive from it stays zero at the
+    other positions. `shape`: the cotangent's shape (cond broadcasts to it)."""
+    __slots__ = ("cond", "keep", "shape")
+
+    def __init__(self, cond, keep, shape):
+        self.cond, self.keep, self.shape = cond, keep, tuple(shape)
+
+    def same(self, other):
+        return other is not None and (self.cond, self.keep, self.shape) == \
+            (other.cond, other.keep, other.shape)
+
+
 class Emitter:
     def __init__(self, src=None):
         self.ops = []
         self.src = src
+        self.mask = None        # the Mask of the cotangent the running rule propagates
+        self.masked_bar = None  # that cotangent (zero where its mask says already)
 
     def emit(self, prim, inputs, **params):
         prim = P[prim] if isinstance(prim, str) else prim
@@ -34,7 +50,19 @@ class Emitter:
         """Sum g over the axes that broadcasting added to an operand of `shape`."""
         if g.aval.shape == tuple(shape):
             return g
-        return self.op("unbroadcast", g, shape=tuple(shape))
+        return self.op("unbroadcast", self.masked(g), shape=tuple(shape))
+
+    def masked(self, g, mask=None):
+        """g, zeroed where `mask` (default: the running rule's) says the cotangent is zero:
+        there the rule multiplied a zero by a partial derivative that may be NaN or infinite
+        (np.where's other branch, which the result never used), and the product must stay
+        zero rather than poison a sum."""
+        mask = mask or self.mask
+        if mask is None or g.aval.shape != mask.shape or g is self.masked_bar:
+            return g
+        zero = Lit(0.0, g.aval.dtype)
+        return self.op("select", mask.cond, g, zero) if mask.keep else \
+            self.op("select", mask.cond, zero, g)
 
     def broadcast(self, x, shape):
         if x.aval.shape == tuple(shape):

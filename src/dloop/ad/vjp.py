@@ -5,8 +5,9 @@ then the backward ops in reverse order. Inputs: g's inputs, then one cotangent p
 output. Outputs: g's outputs, then one gradient per requested input."""
 
 from ..errors import DloopNotImplementedError
+from ..ir import prims
 from ..ir.graph import Graph, Var, safe_zip
-from .emit import Emitter, is_float
+from .emit import Emitter, Mask, is_float
 
 VJP_RULES = {}        # prim -> rule(em, op, out_bars, active_inputs) -> in_bars
 FORWARD_RULES = {}    # prim -> fwd(em, op) -> state passed to the VJP rule (loops: the tape)
@@ -34,10 +35,10 @@ def vjp_graph(graph, wrt_indices, context="top", effect_indices=()):
             em.ops.append(op)
         states.append(fwd(em, op) if fwd else None)
     cts = [Var(o.aval) for o in graph.outputs if is_float(o)]
-    bars = {}
+    bars, masks = {}, {}
     for out, ct in zip([o for o in graph.outputs if is_float(o)], cts):
         if isinstance(out, Var) and out in active:
-            _accumulate(em, bars, out, ct)
+            _accumulate(em, bars, masks, out, ct)
     for op, state in reversed(list(zip(graph.ops, states))):
         out_bars = [bars.get(o) for o in op.outputs]
         if all(g is None for g in out_bars):
@@ -50,15 +51,38 @@ def vjp_graph(graph, wrt_indices, context="top", effect_indices=()):
             raise DloopNotImplementedError(f"no gradient rule for '{op.prim.name}'", op.src)
         em.src = op.src
         kwargs = {"state": state} if op.prim in FORWARD_RULES else {}
+        em.mask = masks.get(out_bars[0]) if op.prim.kind == "elementwise" and \
+            op.prim is not prims.select_p else None
+        em.masked_bar = out_bars[0]
         in_bars = rule(em, op, out_bars, needs, context=context, **kwargs)
-        for x, g, need in safe_zip(op.inputs, in_bars, needs):
+        in_masks = _select_masks(op, out_bars[0]) if op.prim is prims.select_p else \
+            [em.mask] * len(in_bars)
+        for x, g, need, mask in safe_zip(op.inputs, in_bars, needs, in_masks):
             if need and g is not None:
-                _accumulate(em, bars, x, g)
+                if op.prim is not prims.select_p:
+                    g = em.masked(g, mask)
+                _accumulate(em, bars, masks, x, g, mask)
+        em.mask = em.masked_bar = None
     grads = [bars.get(v) if v in active else None for v in wrt]
     grads = [g if g is not None else em.zeros(v.aval.shape, v.aval.dtype)
              for g, v in zip(grads, wrt)]
     return Graph(list(graph.inputs) + cts, list(graph.outputs) + grads, em.ops)
 
 
-def _accumulate(em, bars, x, g):
-    bars[x] = g if x not in bars else em.add(bars[x], g)
+def _select_masks(op, g):
+    """np.where's VJP zeroes each branch's cotangent where the other branch was taken."""
+    c = op.inputs[0]
+    return [None] + [Mask(c, keep, g.aval.shape) for keep in (True, False)]
+
+
+def _accumulate(em, bars, masks, x, g, mask=None):
+    """bars[x] += g. `mask`: where g can be nonzero (None: anywhere). A sum keeps a mask
+    only where both terms have the same one."""
+    if mask is not None and g.aval.shape != mask.shape:
+        mask = None
+    if x in bars:
+        mask = mask if mask is not None and mask.same(masks.get(bars[x])) else None
+        g = em.add(bars[x], g)
+    bars[x] = g
+    if mask is not None:
+        masks[g] = mask
