@@ -1,5 +1,5 @@
-"""A second process finds every kernel in the disk cache: nothing compiles, sizing and the
-gradient are identical."""
+"""A second process finds every kernel, and every step driver of a collective loop, in the
+disk cache: nothing compiles, sizing and the gradient are identical."""
 
 import subprocess
 import sys
@@ -19,7 +19,9 @@ SCRIPT = textwrap.dedent("""
     def loss(x):
         v = dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x)
         w = dl.while_loop(lambda w: w > 0.1, lambda w: w * 0.7, v + 1.0)
-        return (v * w).sum()
+        # A collective loop of kernels only: run by a native step driver.
+        u = dl.fori_loop(0, 300, lambda i, u: u + 0.1 * (np.roll(u, 1) - u), x[:64])
+        return (v * w).sum() + (u ** 2).sum()
 
     g = dl.grad(loss)(x)
     print(get_backend("cpu").compile_count, dl.memory_stats()["adstack_bytes_used"],

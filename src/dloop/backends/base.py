@@ -143,13 +143,8 @@ class Backend:
         artifact = self._artifacts.get(text)
         if artifact is not None:
             return artifact
-        key = cache.key(self.name, _version.__version__, text, *self.cache_identity())
-        hit = cache.load(key, {"kernel": text})
-        if hit is not None:
-            try:
-                artifact = self.load(hit[0], None, kernel)
-            except Exception as e:      # a verified entry the loader still refuses
-                cache.discard(key, f"the {self.name} loader refused it ({e})")
+        key, artifact = self.from_disk_cache(self.name, text,
+                                             lambda binary: self.load(binary, None, kernel))
         if artifact is None:
             source = self.render(kernel)
             if config.debug:
@@ -161,6 +156,19 @@ class Backend:
             artifact = self.load(binary, source, kernel)
         self._artifacts[text] = artifact
         return artifact
+
+    def from_disk_cache(self, tag, text, load):
+        """(key, load(bytes)) for the disk cache's entry of code `text` (tag: what kind of
+        code), or (key, None) where there is none; an entry the loader refuses is discarded
+        and the caller builds again, storing under `key`."""
+        key = cache.key(tag, _version.__version__, text, *self.cache_identity())
+        hit = cache.load(key, {"kernel": text})
+        if hit is not None:
+            try:
+                return key, load(hit[0])
+            except Exception as e:      # a verified entry the loader still refuses
+                cache.discard(key, f"the {self.name} loader refused it ({e})")
+        return key, None
 
     # -- memory --
     def empty(self, shape, dtype):
@@ -224,8 +232,9 @@ class Backend:
         """Wait for every launch so far (host backends launch synchronously)."""
 
     def step_driver(self, plan, mode, n_index, n_carry, n_inv):
-        """A native function that runs many steps of a collective loop (runtime/steps.py),
-        or None: the loop then runs host-driven."""
+        """What runs many steps of a collective loop in one native call (runtime/steps.py):
+        `call(first, last, index_base, table)`, and `entries`, the kernels' entry points that
+        end the table; or None: the loop then runs host-driven."""
         return None
 
 

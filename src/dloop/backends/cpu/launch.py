@@ -16,6 +16,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ...config import config
+from ...runtime import cache
 from ...kernel import kir
 from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
@@ -135,7 +136,14 @@ class CpuBackend(HostMemory, Backend):
         return any(isinstance(s, (kir.For, kir.While)) for s in kernel.body)
 
     def step_driver(self, plan, mode, n_index, n_carry, n_inv):
-        return steps.build(plan, mode, n_index, n_carry, n_inv)
+        text = steps.build(plan, mode, n_index, n_carry, n_inv)
+        key, driver = self.from_disk_cache("cpu-steps", text, lambda code: load_object(code, 1))
+        if driver is None:
+            code = compile_llvm(text)
+            self.compile_count += 1
+            cache.store(key, code, {"kernel": text})
+            driver = load_object(code, 1)
+        return steps.Driver(driver, plan)
 
     def _executor(self):
         """(pool, workers), under self._lock. A replaced pool is shut down without waiting:

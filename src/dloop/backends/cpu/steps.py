@@ -5,8 +5,10 @@
 runs steps first .. last - 1 (forward) or last - 1 down to first (reverse), with the body's
 kernels called by address, one thread each: the plan only admits launches small enough for
 that. `addresses` holds the slots' data pointers, then one tape base per carry, then (in
-reverse) one accumulator per invariant cotangent, then each kernel's fault flags. Step t's
-carry k is tape_k + t * bytes_k, and its index is index_base + t.
+reverse) one accumulator per invariant cotangent, then each kernel's fault flags, then each
+kernel's entry point (runtime/steps.py `run` fills it). Step t's carry k is
+tape_k + t * bytes_k, and its index is index_base + t. No address is a constant of the
+code, so a driver is kept in the disk cache like a kernel, under its LLVM IR.
 
 Forward, each step: save the carries to the tape (if taped), store the index, call the
 kernels, copy the new carries into the carry slots. Reverse, each step: load the step's
@@ -16,17 +18,15 @@ the carry cotangents back, add the invariant cotangents into their accumulators.
 import ctypes
 
 import numpy as np
-from llvmlite import binding as llvm
 from llvmlite import ir
 
-from .compile import compile_llvm, load_object
 from .types import I1, I64, PTR, VOID, storage_type
 
 
 def build(plan, mode, n_index, n_carry, n_inv):
-    """The driver of `plan` (a runtime.steps.StepPlan): mode 'forward', 'forward_taped' or
-    'reverse'; n_index: 1 for a fori loop's index input, 0 for none; n_inv: the body's
-    invariant inputs."""
+    """The LLVM IR of the driver of `plan` (a runtime.steps.StepPlan): mode 'forward',
+    'forward_taped' or 'reverse'; n_index: 1 for a fori loop's index input, 0 for none;
+    n_inv: the body's invariant inputs."""
     module = ir.Module(name="dloop_steps")
     fn = ir.Function(module, ir.FunctionType(VOID, [I64, I64, I64, PTR]), "dloop_kernel")
     first, last, index_base, table = fn.args
@@ -74,12 +74,15 @@ def build(plan, mode, n_index, n_carry, n_inv):
     outs = plan.outputs
     bars = ins[n_index + n_carry + n_inv:] if reverse else []
     n_acc = len(outs) - len(bars) if reverse else 0
+    faults = n_slots + n_carry + n_acc        # one flag array per kernel, zeroed per run
+    entries = faults + len(plan.calls)
     for k, (compiled, n_threads, refs) in enumerate(plan.calls):
         args = [I64(0), I64(n_threads), I64(n_threads)]
-        for r in refs:
-            # A kernel's fault flags: past the tape bases and accumulators, zeroed per run.
-            args.append(address(n_slots + n_carry + n_acc + k) if r is None else address(r))
-        b.call(_declare(module, compiled, len(refs)), args)
+        args += [address(faults + k) if r is None else address(r) for r in refs]
+        kernel_type = ir.FunctionType(VOID, [I64] * 3 + [PTR] * len(refs))
+        entry = b.inttoptr(b.load(b.gep(table, [I64(entries + k)], inbounds=True,
+                                        source_etype=I64), typ=I64), kernel_type.as_pointer())
+        b.call(entry, args)
     if reverse:
         grads = outs[:len(bars)]        # the VJP body returns cotangents only
         for s_in, s_out in zip(bars, grads):
@@ -95,19 +98,18 @@ def build(plan, mode, n_index, n_carry, n_inv):
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
-    # Kernel addresses are constants of this process: the driver is never cached on disk.
-    return load_object(compile_llvm(str(module)), 1)
+    return str(module)
 
 
-def _declare(module, compiled, n_buffers):
-    """The compiled kernel as an external function of the driver's module, resolved to its
-    address through the JIT's symbol table (named by the address: unique in the process)."""
-    address = ctypes.cast(compiled.artifact.call, ctypes.c_void_p).value
-    name = f"dloop_kernel_at_{address:x}"
-    llvm.add_symbol(name, address)
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(VOID, [I64] * 3 + [PTR] * n_buffers), name)
+class Driver:
+    """A loaded driver (`call`) and the entry points of the kernels it calls, which end its
+    address table: process constants, so they are found here, not kept in the code."""
+
+    def __init__(self, loaded, plan):
+        self.loaded = loaded            # keeps the machine code alive
+        self.call = loaded.call
+        self.entries = [ctypes.cast(compiled.artifact.call, ctypes.c_void_p).value
+                        for compiled, _, _ in plan.calls]
 
 
 def _accumulate(b, fn, acc, g, aval):
