@@ -57,6 +57,10 @@ class Caps:
     # first) where the trip counts are known at launch: for backends that run groups of
     # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.
     order_elements: bool = False
+    # Threads that run in lockstep (SIMD lanes, a warp). Where adstacks are sized on the host
+    # and not interleaved, elements are ordered only when their loops, in element order,
+    # would leave enough of these lanes idle to pay for the sort (runtime/execute.py).
+    lockstep: int = 1
     # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
     # after 65,535): launches whose sized loops reach it are refused rather than cut short.
     max_loop_trips: int = None

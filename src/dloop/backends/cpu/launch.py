@@ -95,10 +95,10 @@ class CpuBackend(HostMemory, Backend):
     without loops use the scalar renderer, whose thread loop LLVM vectorizes by itself."""
     name = "cpu"
     simd = True
-    caps = Caps(order_elements=True)
 
     def __init__(self):
         super().__init__()
+        self.caps = Caps(order_elements=True, lockstep=vector_width())
         self._pool = None
         self._workers = 0
         self._lock = threading.Lock()

@@ -76,7 +76,7 @@ class VulkanBackend(Backend):
                          float_atomic_add=f.float32_atomic_add, int64_atomics=f.int64_atomics,
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
-                         native_math=native_math(f), order_elements=True,
+                         native_math=native_math(f), order_elements=True, lockstep=32,
                          rounded_division=False,
                          max_loop_trips=_LAVAPIPE_LOOP_LIMIT if "llvmpipe" in f.name
                          else None)
