@@ -376,18 +376,31 @@ def copysign(a, b):
     return ops.binary("copysign", a, b, float_only=True)
 
 
+def _is_complex(x):
+    return ops.result_dtype(_operand(x)).kind == "c"
+
+
 def real(x):
-    return x
+    return ops.complex_part("real", x) if _is_complex(x) else x
 
 
 def conj(x):
-    return x
+    return ops.complex_part("conj", x) if _is_complex(x) else x
 
 
 def imag(x):
-    return ops.multiply(x, 0)
+    return ops.complex_part("imag", x) if _is_complex(x) else ops.multiply(x, 0)
+
+
+def angle(z, deg=False):
+    """NumPy's angle: the argument of z, atan2(imag, real) (0 or pi for reals)."""
+    z = ops.convert(_operand(z), ops._floating(ops.result_dtype(_operand(z))))
+    out = ops.binary("atan2", imag(z), real(z), float_only=True)
+    return ops.multiply(out, 180 / math.pi) if deg else out
+
 
 
 Tracer.__matmul__ = lambda self, other: matmul(self, other)
 Tracer.__rmatmul__ = lambda self, other: matmul(other, self)
 Tracer.mT = property(matrix_transpose)
+Tracer.real, Tracer.imag = property(real), property(imag)

@@ -21,7 +21,7 @@ def is_traced(*xs):
 
 
 def _check_operand(x):
-    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
         return x
     if hasattr(x, "__dlpack__"):                # an array of another library, captured
         return captured(x, user_location())
@@ -47,7 +47,7 @@ def convert(x, dtype):
     dtype = np.dtype(dtype)
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return dtype.type(x)
     return np.asarray(x).astype(dtype)
 
@@ -74,7 +74,8 @@ def _apply(name, args, **params):
 
 
 def _floating(dtype):
-    return dtype if np.issubdtype(dtype, np.floating) else FLOAT64
+    """A floating dtype (complex ones included) for dtype's values: integers become float64."""
+    return dtype if np.issubdtype(dtype, np.inexact) else FLOAT64
 
 
 def unary(name, x, float_only=False):
@@ -82,7 +83,20 @@ def unary(name, x, float_only=False):
     dt = result_dtype(x)
     if float_only:
         dt = _floating(dt)
+    if name == "abs" and dt.kind == "c":
+        return complex_part("complex_abs", x)
     return _apply(name, [convert(x, dt)])
+
+
+def complex_part(name, x):
+    """real, imag, conj or complex_abs of a complex x."""
+    x = _check_operand(x)
+    value = _value(x)
+    if value is not None:
+        fn = {"real": np.real, "imag": np.imag, "conj": np.conj, "complex_abs": np.abs}[name]
+        out = np.asarray(fn(np.asarray(value)))
+        return _constant(out) if isinstance(x, Tracer) else out
+    return bind1(P[name], [x])
 
 
 def binary(name, a, b, float_only=False):

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from ..errors import DloopTypeError, DloopValueError
+from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals
 from ..source import user_location
@@ -49,11 +49,6 @@ class Builder:
         _state.stack.pop()
         self.active = False
 
-    def new_input(self, aval):
-        var = Var(aval)
-        self.inputs.append(var)
-        return var
-
     def is_ancestor_of(self, other):
         while other is not None:
             if other is self:
@@ -65,7 +60,7 @@ class Builder:
         """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
         if isinstance(x, Tracer):
             return self._lift_var(x.node, x.builder)
-        if isinstance(x, (bool, int, float)):
+        if isinstance(x, (bool, int, float, complex)):
             return Lit(x, np.result_type(x))
         if isinstance(x, np.generic):
             return Lit(x.item(), x.dtype)
@@ -118,8 +113,26 @@ class Builder:
             del self._captured_from[self.captures.pop(outer)]
         return set(self.captures)
 
+    def new_input(self, aval):
+        self._real_only(aval, None)
+        var = Var(aval)
+        self.inputs.append(var)
+        return var
+
+    def _real_only(self, aval, src):
+        """Per-element programs compute in real dtypes only (complex values run as host steps,
+        on whole arrays)."""
+        if self.per_element and aval.dtype.kind == "c":
+            raise DloopNotImplementedError(
+                f"a complex value ({aval.dtype.name}) inside a per-element loop body is not "
+                "supported: compute the complex part outside the per-element loop (before it "
+                "or after it), or use a collective loop, whose body works on whole arrays",
+                src or user_location())
+
     def emit(self, prim, inputs, params, src):
         outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
+        for v in (*inputs, *outs):
+            self._real_only(v.aval, src)
         self.ops.append(Op(prim, list(inputs), outs, dict(params), src))
         return outs
 
