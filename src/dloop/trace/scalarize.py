@@ -62,6 +62,11 @@ def scalarize(graph, n_fixed, captured, slots, element_shape):
     Returns the scalar graph with inputs [fixed..., one per slot]."""
     env = {}
     inputs = []
+    for v in [*graph.inputs, *(o for op in graph.ops for o in op.outputs)]:
+        if v.aval.dtype.kind == "c":
+            # Kernels compute in real dtypes: a loop under scalar bounds with complex values
+            # runs as a collective loop (a per-element body refused them while tracing).
+            raise MixingError(f"a complex value ({v.aval.dtype.name})", None)
     for v in graph.inputs[:n_fixed]:
         if not _fits(v.aval.shape, element_shape):
             raise MixingError(f"a loop input of shape {v.aval.shape}", None)
