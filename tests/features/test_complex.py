@@ -4,6 +4,10 @@ of the same code on NumPy, over the real and the imaginary parts, on every backe
 complex values inside a collective loop's body; and the errors: a complex value inside a
 per-element loop, grad of a complex-valued function."""
 
+import inspect
+import pathlib
+import sys
+
 import array_api_compat.numpy as anp
 import numpy as np
 import pytest
@@ -79,6 +83,16 @@ OPS = {
     "fftshift": lambda xp, z: xp.fft.fftshift(z * z) + xp.fft.ifftshift(z),
     "fftshift_axes": lambda xp, z: xp.fft.fftshift(xp.reshape(z, (2, 3)), axes=1) * 1j,
 }
+
+
+def test_fft_extension_is_whole():
+    """Every function of the standard's fft extension is in xp.fft, and OPS uses each."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "tools"))
+    import array_api_coverage as coverage
+    module, names = coverage.EXTENSIONS["Fourier transform extension (`xp.fft`)"]
+    assert all(coverage.supported(f"{module}.{name}") for name in names.split())
+    used = " ".join(inspect.getsource(op) for op in OPS.values())
+    assert all(f"xp.fft.{name}(" in used for name in names.split())
 
 
 def _fd_complex(f, z):
