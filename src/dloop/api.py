@@ -332,8 +332,8 @@ def _cotangent(c, aval, where, device=False):
                              f"{type(c).__name__} {c!r}", where)
     array = libraries.to_input(c, device, where)
     if array.dtype.kind not in ("biufc" if aval.dtype.kind == "c" else "biuf"):
-        what = "complex: its imaginary part would be lost, and dloop differentiates real " \
-            "functions only" if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"
+        what = "complex: its imaginary part would be lost on a real output" \
+            if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"
         raise DloopTypeError(f"the cotangent for an output of dtype {aval.dtype.name} is "
                              f"{what}; pass a real {aval.dtype.name} array", where)
     if tuple(array.shape) != aval.shape:
