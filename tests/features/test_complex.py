@@ -53,6 +53,9 @@ OPS = {
     "real": lambda xp, z: xp.real(z) * xp.imag(z) + z.real,
     "imag": lambda xp, z: xp.imag(z * z) + z.imag,
     "conj": lambda xp, z: xp.conj(z) * z[::-1],
+    "sign": lambda xp, z: xp.sign(z * z) * z,
+    "vecdot": lambda xp, z: xp.vecdot(z[:3], z[3:]) * z,
+    "var": lambda xp, z: xp.var(xp.reshape(z, (2, 3)), axis=1) + xp.std(z),
     "angle": lambda xp, z: np.angle(z * (1 + 1j)),
     "sum": lambda xp, z: xp.sum(z * z) * z,
     "prod": lambda xp, z: xp.prod(z) * z + xp.prod(xp.reshape(z, (2, 3)), axis=1)[0],
@@ -264,3 +267,29 @@ def test_rfft_of_complex_is_an_error():
     with pytest.raises(dl.DloopTypeError) as e:
         dl.jit(f)(Z)
     check_error(e, dl.DloopTypeError, "rfft of complex", "real input", "fft.fft")
+
+
+@pytest.mark.parametrize("call, marker", [
+    (lambda xp, z: xp.maximum(z, 0.5), "maximum"),  # real-only maximum
+    (lambda xp, z: z < 0.5, "less"),  # real-only less
+    (lambda xp, z: xp.max(z), "max"),  # real-only max
+    (lambda xp, z: xp.floor(z), "floor"),  # real-only floor
+])
+def test_real_only_function_of_complex_is_an_error(call, marker):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda z: call(_xp(z), z))(Z)
+    check_error(e, dl.DloopTypeError, f"real-only {marker}", "not defined for complex values",
+                "complex128", "xp.real(z)")
+
+
+def test_special_of_complex_is_an_error():
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda z: _xp(z).special.erf(z))(Z)  # special
+    check_error(e, dl.DloopTypeError, "special", "take real values", "xp.abs(z)")
+
+
+def test_decomposition_of_complex_is_an_error():
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.jit(lambda z: _xp(z).linalg.inv(z[:4].reshape(2, 2)))(Z)  # decomposition
+    check_error(e, dl.DloopNotImplementedError, "decomposition", "linalg.inv",
+                "complex matrices")

@@ -202,7 +202,8 @@ def tensordot(a, b, axes=2):
 
 
 def vecdot(a, b, axis=-1):
-    return ops.sum(ops.multiply(a, b), axis=axis)
+    """sum(conj(a) * b): the standard conjugates the first vector (a no-op on reals)."""
+    return ops.sum(ops.multiply(conj(a), b), axis=axis)
 
 
 # ---- statistics ----
@@ -240,7 +241,8 @@ def var(x, axis=None, correction=0.0, keepdims=False):
     mean = ops.mean(x, axis=axis, keepdims=True)
     count = int(np.prod([np.shape(x)[a] for a in ops._axes(x, axis)], dtype=np.int64))
     centered = ops.subtract(x, mean)
-    total = ops.sum(ops.multiply(centered, centered), axis=axis, keepdims=keepdims)
+    # |x - mean|^2: a real variance of complex values, as NumPy's.
+    total = ops.sum(real(ops.multiply(conj(centered), centered)), axis=axis, keepdims=keepdims)
     return ops.divide(total, builtins.max(count - correction, 0))
 
 

@@ -78,13 +78,32 @@ def _floating(dtype):
     return dtype if np.issubdtype(dtype, np.inexact) else FLOAT64
 
 
+# The array API defines these for real values only (an order, or a rounding toward one).
+REAL_ONLY = {"floor", "ceil", "trunc", "atan2", "copysign", "max", "min", "floordiv", "mod",
+             "lt", "le", "gt", "ge"}
+
+
+def _real_only(name, dt):
+    if dt.kind == "c" and name in REAL_ONLY:
+        raise DloopTypeError(
+            f"'{name}' is not defined for complex values ({dt.name}); apply it to a real "
+            "part, an imaginary part or an absolute value (xp.real(z), xp.imag(z), "
+            "xp.abs(z))", user_location())
+
+
 def unary(name, x, float_only=False):
     x = _check_operand(x)
     dt = result_dtype(x)
     if float_only:
         dt = _floating(dt)
-    if name == "abs" and dt.kind == "c":
-        return complex_part("complex_abs", x)
+    _real_only(name, dt)
+    if dt.kind == "c" and name in ("abs", "sign"):
+        r = complex_part("complex_abs", x)
+        if name == "abs":
+            return r
+        # z / |z|, and 0 at 0 (NumPy's sign of a complex number).
+        zero = compare("eq", r, 0)
+        return where(zero, 0, divide(x, convert(where(zero, 1, r), dt)))
     return _apply(name, [convert(x, dt)])
 
 
@@ -104,12 +123,14 @@ def binary(name, a, b, float_only=False):
     dt = result_dtype(a, b)
     if float_only:
         dt = _floating(dt)
+    _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
 
 def compare(name, a, b):
     a, b = _check_operand(a), _check_operand(b)
     dt = result_dtype(a, b)
+    _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
 
@@ -228,6 +249,7 @@ def _reduce(op, x, axis, keepdims, dtype=None):
     elif op in ("sum", "prod") and (x.dtype == bool or np.issubdtype(x.dtype, np.integer)):
         x = convert(x, np.int64)
     axes = _axes(x, axis)
+    _real_only(op, result_dtype(x))
     if _value(x) is not None:
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
         out = fn(_value(x), axis=axes, keepdims=keepdims)
