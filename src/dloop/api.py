@@ -27,7 +27,7 @@ _last_backend = [None]
 
 def _as_input(x, path, where, device=True):
     """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
-    if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
+    if isinstance(x, (bool, int, float, complex, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
         return _supported(libraries.to_input(x, device, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)

@@ -254,6 +254,26 @@ def test_complex_carry_of_per_element_loop_is_an_error():
                 "outside the per-element loop")
 
 
+def test_complex_condition_of_per_element_while_is_an_error():
+    def f(x):
+        return dl.while_loop(lambda v: abs(v * 1j) < 2.0, lambda v: v * 1.5, x)  # condition
+    with pytest.raises(dl.DloopNotImplementedError) as e:
+        dl.jit(f)(Z.real.copy())
+    check_error(e, dl.DloopNotImplementedError, "condition", "complex value",
+                "outside the per-element loop")
+
+
+def test_nan_and_inf_tests(backend):
+    z = np.array([1 + 1j, complex(np.nan, 1), complex(1, np.inf), complex(-np.inf, np.nan)])
+
+    def f(z):
+        xp = _xp(z)
+        return xp.isnan(z), xp.isinf(z), xp.isfinite(z)
+    for got, want in zip(dl.jit(f)(z), (np.isnan(z), np.isinf(z), np.isfinite(z)),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_grad_of_complex_output_is_an_error():
     with pytest.raises(dl.DloopTypeError) as e:
         dl.grad(lambda z: (z * z).sum())(Z)  # complex loss

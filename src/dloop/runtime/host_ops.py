@@ -28,6 +28,10 @@ def _slice_vjp(g, *, key, shape):
     return out
 
 
+def _conj(x):
+    return np.conj(x) if x.dtype.kind == "c" else x
+
+
 def _prod_vjp(x, g, *, axes):
     """Cotangent of prod(x, axes): g times the product of the other elements, computed by
     exclusive prefix and suffix products so that zeros in x are handled exactly."""
@@ -37,8 +41,8 @@ def _prod_vjp(x, g, *, axes):
     before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1),
                                axis=-1), -1)
-    # Complex cotangents are dL/dRe + i dL/dIm: g times the conjugate (a no-op on reals).
-    others = np.conj((before * after).reshape(moved.shape))
+    # Complex cotangents are dL/dRe + i dL/dIm: g times the conjugate.
+    others = _conj((before * after).reshape(moved.shape))
     out = others * np.reshape(g, g.shape + (1,) * len(axes))
     return np.moveaxis(out, range(x.ndim - len(axes), x.ndim), axes)
 
@@ -53,7 +57,7 @@ def _scatter_add(g, *idx, shape):
 def _cumprod_vjp(x, g, *, axis):
     """Cotangent of cumprod along `axis`, exact where x has zeros: with s_j = g_j +
     x_{j+1} s_{j+1} (a reverse recurrence), dx_j = s_j * prod(x_k for k < j)."""
-    x, g = np.moveaxis(np.conj(x), axis, -1), np.moveaxis(g, axis, -1)   # conj: see _prod_vjp
+    x, g = np.moveaxis(_conj(x), axis, -1), np.moveaxis(g, axis, -1)   # conj: see _prod_vjp
     s = np.empty_like(g)
     running = np.zeros(g.shape[:-1], dtype=g.dtype)
     for j in reversed(range(x.shape[-1])):

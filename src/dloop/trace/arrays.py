@@ -353,14 +353,14 @@ def logaddexp(a, b):
 
 def isnan(x):
     x = _operand(x)
-    if not np.issubdtype(result_dtype(x), np.floating):     # integers are never NaN
+    if not np.issubdtype(result_dtype(x), np.inexact):      # integers are never NaN
         return ops.compare("ne", ops.multiply(x, 0), 0)
     return ops.compare("ne", x, x)
 
 
 def isinf(x):
     x = _operand(x)
-    if not np.issubdtype(result_dtype(x), np.floating):
+    if not np.issubdtype(result_dtype(x), np.inexact):
         return ops.compare("ne", ops.multiply(x, 0), 0)
     return ops.compare("eq", ops.unary("abs", x), math.inf)
 

@@ -8,10 +8,11 @@ import threading
 
 import numpy as np
 
-from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
+from ..errors import DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals
 from ..source import user_location
+from .scalarize import complex_error
 
 
 class _State(threading.local):
@@ -123,11 +124,7 @@ class Builder:
         """Per-element programs compute in real dtypes only (complex values run as host steps,
         on whole arrays)."""
         if self.per_element and aval.dtype.kind == "c":
-            raise DloopNotImplementedError(
-                f"a complex value ({aval.dtype.name}) inside a per-element loop body is not "
-                "supported: compute the complex part outside the per-element loop (before it "
-                "or after it), or use a collective loop, whose body works on whole arrays",
-                src or user_location())
+            raise complex_error(aval.dtype.name, src or user_location())
 
     def emit(self, prim, inputs, params, src):
         outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
