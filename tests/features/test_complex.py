@@ -313,3 +313,17 @@ def test_decomposition_of_complex_is_an_error():
         dl.jit(lambda z: _xp(z).linalg.inv(z[:4].reshape(2, 2)))(Z)  # decomposition
     check_error(e, dl.DloopNotImplementedError, "decomposition", "linalg.inv",
                 "complex matrices")
+
+
+def test_torch_and_array_api_strict_complex_arrays():
+    """Complex arrays of other libraries come in and go back through the same conversions."""
+    torch = pytest.importorskip("torch")
+    import array_api_strict as xs
+    z = torch.tensor(Z)
+    got = dl.grad(lambda z: _weighted(_xp(z), z * z))(z)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.complex128
+    assert_close(got.numpy(), _fd_complex(lambda z: _weighted(anp, z * z), Z), rtol=1e-6,
+                 atol=1e-8)
+    out = dl.jit(lambda z: z * 1j)(xs.asarray(Z))
+    assert out.dtype == xs.complex128
+    np.testing.assert_allclose(np.asarray(out), Z * 1j)

@@ -6,10 +6,10 @@ import itertools
 import numpy as np
 
 from .. import pytree
-from ..libraries import DTYPES
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
+from ..libraries import DTYPES
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location

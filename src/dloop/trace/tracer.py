@@ -50,6 +50,18 @@ class Builder:
         _state.stack.pop()
         self.active = False
 
+    def new_input(self, aval):
+        self._real_only(aval, None)
+        var = Var(aval)
+        self.inputs.append(var)
+        return var
+
+    def _real_only(self, aval, src):
+        """Per-element programs compute in real dtypes only (complex values run as host steps,
+        on whole arrays)."""
+        if self.per_element and aval.dtype.kind == "c":
+            raise complex_error(aval.dtype.name, src or user_location())
+
     def is_ancestor_of(self, other):
         while other is not None:
             if other is self:
@@ -113,18 +125,6 @@ class Builder:
         for outer in [o for o, i in self.captures.items() if i not in read]:
             del self._captured_from[self.captures.pop(outer)]
         return set(self.captures)
-
-    def new_input(self, aval):
-        self._real_only(aval, None)
-        var = Var(aval)
-        self.inputs.append(var)
-        return var
-
-    def _real_only(self, aval, src):
-        """Per-element programs compute in real dtypes only (complex values run as host steps,
-        on whole arrays)."""
-        if self.per_element and aval.dtype.kind == "c":
-            raise complex_error(aval.dtype.name, src or user_location())
 
     def emit(self, prim, inputs, params, src):
         outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
