@@ -112,7 +112,8 @@ def test_gradient(backend, name):
     def loss(z):
         xp = _xp(z)
         return _weighted(xp, op(xp, z))
-    got = dl.grad(loss)(Z)
+    value, got = dl.value_and_grad(loss)(Z)
+    assert_close(value, loss(Z), rtol=1e-12)
     assert got.dtype == np.complex128
     assert_close(got, _fd_complex(loss, Z), rtol=1e-6, atol=1e-8)
 
