@@ -37,11 +37,25 @@ SECTIONS = {
     "Added in 2024.12": "cumulative_prod diff nextafter reciprocal take_along_axis",
 }
 # The standard's extensions, read from the namespace's attribute of that name
-# (tests/features/test_linalg.py and test_decompositions.py check xp.linalg).
+# (tests/features/test_linalg.py and test_decompositions.py check xp.linalg,
+# test_complex.py xp.fft).
 EXTENSIONS = {
     "Linear algebra extension (`xp.linalg`)": ("linalg", """cholesky cross det diagonal eigh
         eigvalsh inv matmul matrix_norm matrix_power matrix_rank matrix_transpose outer pinv
         qr slogdet solve svd svdvals tensordot trace vecdot vector_norm"""),
+    "Fourier transform extension (`xp.fft`)": ("fft", """fft ifft fftn ifftn rfft irfft rfftn
+        irfftn hfft ihfft fftfreq rfftfreq fftshift ifftshift"""),
+}
+# The standard's data types: where dloop computes in each (tests/features/test_complex.py
+# for the complex ones).
+DTYPES = {
+    "bool": "yes; no gradient",
+    **{name: "arguments widen to int64" for name in
+       ("int8", "int16", "uint8", "uint16", "uint32", "uint64")},
+    "int32": "yes; no gradient", "int64": "yes; no gradient",
+    "float32": "yes, with gradients", "float64": "yes, with gradients",
+    **{name: "yes, with gradients (dL/dRe + i dL/dIm), at the whole-array level: in host "
+       "steps, not inside per-element loop bodies" for name in ("complex64", "complex128")},
 }
 # Names that are not functions of arrays (tested in tests/features/test_namespace.py).
 NOT_ARRAY_FUNCTIONS = set("""e inf nan newaxis pi can_cast finfo iinfo isdtype result_type
@@ -52,8 +66,7 @@ NOT_ARRAY_FUNCTIONS = set("""e inf nan newaxis pi can_cast finfo iinfo isdtype r
 NO_GRADIENT = set("""all any argsort argmax argmin count_nonzero searchsorted bitwise_and
     bitwise_left_shift bitwise_invert bitwise_or bitwise_right_shift bitwise_xor ceil equal floor floor_divide
     greater greater_equal isfinite isinf isnan less less_equal logical_and logical_not
-    logical_or logical_xor not_equal round sign signbit trunc imag
-    linalg.matrix_rank""".split())
+    logical_or logical_xor not_equal round sign signbit trunc linalg.matrix_rank""".split())
 NOT_DIFFERENTIATED_INPUTS = set("""arange empty eye full linspace ones zeros""".split())
 WHY_NOT = {
     **{name: "its result's shape depends on the data" for name in
@@ -81,7 +94,8 @@ def table():
              "arrays return from `__array_namespace__()`; `tests/features/test_array_api.py` "
              "checks every supported function against NumPy, and its gradient against finite "
              "differences (the linalg extension: `test_linalg.py` and "
-             "`test_decompositions.py`). A function marked *no* raises `DloopAttributeError` (an "
+             "`test_decompositions.py`; the fft extension and complex values: "
+             "`test_complex.py`). A function marked *no* raises `DloopAttributeError` (an "
              "`AttributeError`, so `hasattr` answers False) naming it.",
              ""]
     total = count = 0
@@ -104,7 +118,9 @@ def table():
             lines.append(f"| `{name}` | {'yes' if ok else 'no'} | {grad} |")
         lines.append("")
     lines.insert(2, f"{count} of {total} functions of these sections are supported.\n")
-    return "\n".join(lines)
+    lines += ["## Data types", "", "| dtype | computed in |", "| --- | --- |"]
+    lines += [f"| `{name}` | {text} |" for name, text in DTYPES.items()]
+    return "\n".join(lines) + "\n"
 
 
 def main():

@@ -27,7 +27,7 @@ _last_backend = [None]
 
 def _as_input(x, path, where, device=True):
     """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
-    if isinstance(x, (bool, int, float, np.generic, np.ndarray)) or \
+    if isinstance(x, (bool, int, float, complex, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
         return _supported(libraries.to_input(x, device, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
@@ -41,8 +41,9 @@ def _supported(array, path, where):
     if dtype.kind in "iu" and (dtype != np.uint64 or not array.size or
                                int(array.max()) < 2 ** 63):
         return array.astype(np.int64)
-    fix = "convert it with .astype(np.float32) or .astype(np.float64)" if dtype.kind in "fc" \
-        else "convert it to one of these"
+    fix = "convert it with .astype(np.float32) or .astype(np.float64)" if dtype.kind == "f" \
+        else "convert it with .astype(np.complex64) or .astype(np.complex128)" \
+        if dtype.kind == "c" else "convert it to one of these"
     raise DloopTypeError(f"{path} has dtype {dtype.name}, which dloop does not compute in "
                          f"(supported: {', '.join(libraries.DTYPES)}, and smaller integers); "
                          f"{fix}", where)
@@ -186,10 +187,10 @@ def _diff_inputs(args, nums, where):
         if k in nums:
             for j, (x, path) in enumerate(zip(leaves, pytree.leaf_paths(td, f"args[{k}]"))):
                 dtype = _as_input(x, path, where).dtype
-                if not np.issubdtype(dtype, np.floating):
+                if not np.issubdtype(dtype, np.inexact):
                     raise DloopTypeError(
                         f"cannot differentiate with respect to {path}: its dtype is "
-                        f"{dtype.name}, and gradients need float32 or float64 inputs (pass "
+                        f"{dtype.name}, and gradients need float or complex inputs (pass "
                         "float values, or leave this argument out of argnums)", where)
             positions[k] = (offset, len(leaves), td)
         offset += len(leaves)
@@ -199,6 +200,11 @@ def _diff_inputs(args, nums, where):
 def _check_loss(graph, where):
     out = graph.outputs[0]
     aval = out.aval
+    if aval.dtype.kind == "c":
+        raise DloopTypeError(
+            f"grad needs a real scalar loss, but the function returns a complex value "
+            f"({aval.dtype.name}), whose gradient is not defined; take a real part or an "
+            "absolute value first (xp.real(z), xp.abs(z) ** 2)", where)
     if aval.shape != () or not np.issubdtype(aval.dtype, np.floating):
         raise DloopTypeError(
             f"grad needs a function that returns a 0-d float array (a scalar loss), got "
@@ -227,7 +233,7 @@ def _value_and_grad(fun, argnums, has_aux, name):
         wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
         cts = [np.ones((), graph.outputs[0].aval.dtype)] + [
             np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
-            if np.issubdtype(o.aval.dtype, np.floating)]
+            if np.issubdtype(o.aval.dtype, np.inexact)]
         results = _run(graph, consts, arrays + cts, lambda g: vjp_graph(g, wrt),
                        kind=("grad", tuple(wrt)), library=library)
         n_out = len(graph.outputs)
@@ -282,8 +288,9 @@ def vjp(fun, *primals, has_aux=False):
         main_td, aux_td = out_td.children
         n_main = main_td.num_leaves
     for o in graph.outputs[:n_main]:
-        if not np.issubdtype(o.aval.dtype, np.floating):
-            raise DloopTypeError(f"vjp needs float outputs, got {o.aval.dtype.name}", where)
+        if not np.issubdtype(o.aval.dtype, np.inexact):
+            raise DloopTypeError(f"vjp needs float or complex outputs, got "
+                                 f"{o.aval.dtype.name}", where)
     joint = vjp_graph(Graph(graph.inputs, graph.outputs[:n_main], graph.ops),
                       list(range(len(arrays))))
     check_graph(joint, consts)
@@ -324,9 +331,9 @@ def _cotangent(c, aval, where, device=False):
         raise DloopTypeError(f"a cotangent must be an array or a number, got "
                              f"{type(c).__name__} {c!r}", where)
     array = libraries.to_input(c, device, where)
-    if array.dtype.kind not in "biuf":
-        what = "complex: its imaginary part would be lost, and dloop differentiates real " \
-            "functions only" if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"
+    if array.dtype.kind not in ("biufc" if aval.dtype.kind == "c" else "biuf"):
+        what = "complex: its imaginary part would be lost on a real output" \
+            if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"
         raise DloopTypeError(f"the cotangent for an output of dtype {aval.dtype.name} is "
                              f"{what}; pass a real {aval.dtype.name} array", where)
     if tuple(array.shape) != aval.shape:

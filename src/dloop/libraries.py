@@ -8,7 +8,8 @@ import numpy as np
 from .errors import DloopNotImplementedError, DloopTypeError
 
 NUMPY = "numpy"
-DTYPES = ("bool", "int32", "int64", "float32", "float64")   # the dtypes dloop computes in
+DTYPES = ("bool", "int32", "int64", "float32", "float64", "complex64",
+          "complex128")   # the dtypes dloop computes in (complex: in host steps only)
 
 
 def library_of(x):

@@ -10,10 +10,11 @@ import pytest
 import dloop as dl
 from helpers import (after_per_element_loop, assert_close, finite_difference,
                      summed_collective_loop)
+import scipy_cases_fft
 import scipy_cases_more
 from scipy_cases import CASES, X, _first
 
-CASES = {**CASES, **scipy_cases_more.CASES}
+CASES = {**CASES, **scipy_cases_more.CASES, **scipy_cases_fft.CASES}
 
 N = np.array([2, 0, 3, 1, 2, 4, 1, 3, 0, 2, 1, 3])
 
@@ -60,9 +61,6 @@ SCIPY_SIDE = {
 # name: what dloop lacks. Gaps on dloop's side that this round leaves open (docs/scipy.md);
 # strict as well, so that closing one moves it to the passing list.
 DLOOP_SIDE = {
-    "signal.envelope": "an analytic signal: complex values (dloop has no complex dtype); "
-                       "SciPy's fft converts to NumPy when the namespace has no fft",
-    "signal.freqz_zpk": "a complex frequency response (dloop has no complex dtype)",
     "stats.tvar": "a NaN gradient: SciPy writes NaN outside the limits and omits it with "
                   "xp.where after squaring; the product's zero cotangent times NaN is NaN",
 }
@@ -116,10 +114,9 @@ def test_cases_cover_scipy_capabilities():
     assert not set(CASES) - declared, sorted(set(CASES) - declared)
 
 
-# scipy.fft is declared too, but its functions take and give complex arrays, which dloop does
-# not have; scipy.interpolate (RBFInterpolator) and scipy.ndimage are not generated here.
+# scipy.interpolate (RBFInterpolator) and scipy.ndimage are not generated here.
 MODULES = ("special", "stats", "integrate", "constants", "optimize", "cluster", "linalg",
-           "differentiate", "signal", "spatial")
+           "differentiate", "signal", "spatial", "fft")
 
 
 # Declared capable, but not functions of an array that a gradient could flow through.

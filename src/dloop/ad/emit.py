@@ -77,4 +77,4 @@ class Emitter:
 
 
 def is_float(x):
-    return np.issubdtype(x.aval.dtype, np.floating) and not x.aval.is_tape
+    return np.issubdtype(x.aval.dtype, np.inexact) and not x.aval.is_tape   # complex too

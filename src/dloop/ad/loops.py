@@ -54,7 +54,7 @@ def reverse_sweep(em, op, bars, needs, state, *, bwd_prim, context, carry_shape,
     bounds, carries, invs = info.split_inputs(op.inputs)
     nb, nc = info.n_bounds, info.n_carry
     float_carries = tuple(k for k, d in enumerate(info.carry_dtypes)
-                          if np.issubdtype(d, np.floating))
+                          if np.issubdtype(d, np.inexact))   # complex too
     active = [k for k, x in enumerate(invs) if needs[nb + nc + k] and is_float(x)]
     modes = getattr(info, "invariant_modes", None) or ("elem",) * len(invs)
     inv_wrt = tuple(k for k in active if modes[k] != "table")

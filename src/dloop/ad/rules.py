@@ -13,11 +13,18 @@ from .vjp import VJP_RULES
 P = prims.REGISTRY
 
 
+def conj(em, x):
+    """The complex conjugate of x; x itself when real. Cotangents of complex values are
+    dL/dRe + i dL/dIm, so a holomorphic f(x) passes g * conj(f'(x)) back, and a product
+    a * b passes g * conj(b) to a."""
+    return em.op("conj", x) if x.aval.dtype.kind == "c" else x
+
+
 def _unary(derivative):
     """derivative(em, x, y) -> dy/dx, for y = f(x)."""
     def rule(em, op, bars, needs, context):
         x, y, g = op.inputs[0], op.outputs[0], bars[0]
-        return [em.mul(g, derivative(em, x, y))]
+        return [em.mul(g, conj(em, derivative(em, x, y)))]
     return rule
 
 
@@ -80,6 +87,14 @@ def _pow_exponent_bar(em, a, b, y, g):
     return em.op("select", positive, em.mul(g, em.mul(y, em.op("log", safe_a))), em.lit(0.0, a))
 
 
+def _complex_exponent_bar(em, a, b, y, g):
+    """d(a^b)/db = a^b log a, taken as 0 where a is 0 (0^b is 0 or 1 around there)."""
+    zero = em.op("eq", a, em.lit(0.0, a))
+    safe_a = em.op("select", zero, _one(em, a), a)
+    return em.op("select", zero, em.lit(0.0, a),
+                 em.mul(g, conj(em, em.mul(y, em.op("log", safe_a)))))
+
+
 def _max_min(compare):
     def pick(first):
         def r(em, a, b, y, g):
@@ -93,13 +108,16 @@ def _max_min(compare):
 VJP_RULES[P["neg"]] = lambda em, op, bars, needs, context: [em.op("neg", bars[0])]
 VJP_RULES[P["add"]] = _binary(lambda em, a, b, y, g: g, lambda em, a, b, y, g: g)
 VJP_RULES[P["sub"]] = _binary(lambda em, a, b, y, g: g, lambda em, a, b, y, g: em.op("neg", g))
-VJP_RULES[P["mul"]] = _binary(lambda em, a, b, y, g: em.mul(g, b),
-                              lambda em, a, b, y, g: em.mul(g, a))
-VJP_RULES[P["div"]] = _binary(lambda em, a, b, y, g: em.op("div", g, b),
-                              lambda em, a, b, y, g: em.op("neg", em.op("div", em.mul(g, y), b)))
+VJP_RULES[P["mul"]] = _binary(lambda em, a, b, y, g: em.mul(g, conj(em, b)),
+                              lambda em, a, b, y, g: em.mul(g, conj(em, a)))
+VJP_RULES[P["div"]] = _binary(
+    lambda em, a, b, y, g: em.op("div", g, conj(em, b)),
+    lambda em, a, b, y, g: em.op("neg", em.mul(g, conj(em, em.op("div", y, b)))))
 VJP_RULES[P["pow"]] = _binary(
-    lambda em, a, b, y, g: em.mul(g, em.mul(b, em.op("pow", a, em.op("sub", b, _one(em, b))))),
-    _pow_exponent_bar)
+    lambda em, a, b, y, g: em.mul(g, conj(em, em.mul(b, em.op("pow", a, em.op(
+        "sub", b, _one(em, b)))))),
+    lambda em, a, b, y, g: (_complex_exponent_bar if a.aval.dtype.kind == "c" else
+                            _pow_exponent_bar)(em, a, b, y, g))
 VJP_RULES[P["atan2"]] = _binary(
     lambda em, a, b, y, g: em.op("div", em.mul(g, b), em.add(em.mul(a, a), em.mul(b, b))),
     lambda em, a, b, y, g: em.op("neg", em.op("div", em.mul(g, a),

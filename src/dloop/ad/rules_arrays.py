@@ -4,7 +4,7 @@ cotangents that exist: an unused output's is None and costs nothing."""
 
 from ..errors import DloopNotImplementedError
 from ..ir import prims
-from .rules import _one, _reciprocal, _unary, _zero_rule
+from .rules import _one, _reciprocal, _unary, _zero_rule, conj
 from .vjp import VJP_RULES
 
 P = prims.REGISTRY
@@ -64,8 +64,10 @@ def _swap_last(em, x):
 def _matmul_rule(em, op, bars, needs, context):
     a, b = op.inputs
     g = bars[0]
-    ga = em.unbroadcast(em.op("matmul", g, _swap_last(em, b)), a.aval.shape) if needs[0] else None
-    gb = em.unbroadcast(em.op("matmul", _swap_last(em, a), g), b.aval.shape) if needs[1] else None
+    ga = em.unbroadcast(em.op("matmul", g, conj(em, _swap_last(em, b))), a.aval.shape) \
+        if needs[0] else None
+    gb = em.unbroadcast(em.op("matmul", conj(em, _swap_last(em, a)), g), b.aval.shape) \
+        if needs[1] else None
     return [ga, gb]
 
 
@@ -180,3 +182,53 @@ VJP_RULES[P["cholesky"]] = lambda em, op, bars, needs, context: [
 VJP_RULES[P["qr"]] = _qr_rule
 VJP_RULES[P["slogdet"]] = _slogdet_rule
 VJP_RULES[P["pinv"]] = _pinv_rule
+
+
+# Complex values. A cotangent is dL/dRe + i dL/dIm (see rules.conj): real(z) passes g back
+# as g + 0i, imag(z) as 0 + ig, conj(z) as conj(g), |z| as g z / |z| (0 at z = 0).
+def _as_complex(em, g, like):
+    return em.op("convert", g, dtype=like.aval.dtype)
+
+
+def _complex_abs_rule(em, op, bars, needs, context):
+    z, r, g = op.inputs[0], op.outputs[0], bars[0]
+    zero = em.op("eq", r, em.lit(0.0, r))
+    scale = em.op("select", zero, em.lit(0.0, r),
+                  em.op("div", g, em.op("select", zero, _one(em, r), r)))
+    return [em.mul(_as_complex(em, scale, z), z)]
+
+
+VJP_RULES[P["real"]] = lambda em, op, bars, needs, context: [
+    _as_complex(em, bars[0], op.inputs[0])]
+VJP_RULES[P["imag"]] = lambda em, op, bars, needs, context: [
+    em.mul(_as_complex(em, bars[0], op.inputs[0]), em.lit(1j, op.inputs[0]))]
+VJP_RULES[P["conj"]] = lambda em, op, bars, needs, context: [em.op("conj", bars[0])]
+VJP_RULES[P["complex_abs"]] = _complex_abs_rule
+
+# The transforms are linear: the cotangent is the adjoint applied to g. The adjoint of a
+# transform is the opposite transform with the opposite normalization ("backward" scales
+# the inverse by 1/n, "forward" the forward one, "ortho" both by 1/sqrt(n)).
+SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _fft_rule(em, op, bars, needs, context):
+    p = op.params
+    return [em.op("fft", bars[0], axes=p["axes"], inverse=not p["inverse"],
+                  norm=SWAP_NORM[p["norm"]])]
+
+
+def _rfft_rule(em, op, bars, needs, context):
+    """rfft keeps the first n // 2 + 1 frequencies of the full transform of a real x: the
+    cotangent is the real part of the full transform's adjoint of g padded with zeros."""
+    x, g, axis = op.inputs[0], bars[0], op.params["axis"]
+    shape = x.aval.shape[:axis] + (x.aval.shape[axis],) + g.aval.shape[axis + 1:]
+    key = (slice(None),) * axis + (slice(0, g.aval.shape[axis]),)
+    padded = em.op("static_slice_vjp", g, key=key, shape=shape)
+    full = em.op("fft", padded, axes=(axis,), inverse=True, norm=SWAP_NORM[op.params["norm"]])
+    return [em.op("real", full)]
+
+
+VJP_RULES[P["fft"]] = _fft_rule
+VJP_RULES[P["rfft"]] = _rfft_rule
+VJP_RULES[P["irfft"]] = lambda em, op, bars, needs, context: [
+    em.op("irfft_vjp", bars[0], **op.params)]

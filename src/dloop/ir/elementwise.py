@@ -11,8 +11,9 @@ from . import special
 
 
 def _floating(fn):
-    """fn on floats; integers and booleans pass through (floor of an integer is itself)."""
-    return lambda a: fn(a) if np.issubdtype(np.asarray(a).dtype, np.floating) else a
+    """fn on floats (complex too); integers and booleans pass through (floor of an integer is
+    itself)."""
+    return lambda a: fn(a) if np.issubdtype(np.asarray(a).dtype, np.inexact) else a
 
 
 def _int_div(fn):

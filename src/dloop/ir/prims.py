@@ -178,6 +178,44 @@ slogdet_p = _make("slogdet", "host", lambda a: [(a.shape[:-2], a.dtype)] * 2)  #
 pinv_p = _make("pinv", "host", lambda a, rtol: [(a.shape[:-2] + a.shape[:-3:-1], a.dtype)])
 
 
+def real_dtype(dtype):
+    """The dtype of a complex dtype's parts (float64 for complex128); real dtypes map to
+    themselves."""
+    dtype = np.dtype(dtype)
+    return np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
+
+
+def _parts_eval(a):
+    return [(a.shape, real_dtype(a.dtype))]
+
+
+def _fft_length(a, axis, n):
+    shape = list(a.shape)
+    shape[axis] = n
+    return tuple(shape)
+
+
+# Complex values: whole-array work only (kernel/schedule.py sends every op that reads or
+# makes a complex value to the host). real, imag and abs take a complex operand; conj any.
+real_p = _make("real", "host", _parts_eval)
+imag_p = _make("imag", "host", _parts_eval)
+conj_p = _make("conj", "host", _like_first)
+complex_abs_p = _make("complex_abs", "host", _parts_eval)
+# Discrete Fourier transforms, the length along each axis already set by the caller (padding
+# and cropping are slices and concatenations in the graph). fft: complex to complex over
+# `axes` (inverse: the inverse transform). rfft: real input, the n // 2 + 1 non-negative
+# frequencies along `axis`. irfft: those frequencies to a real signal of length n.
+fft_p = _make("fft", "host", _like_first)
+rfft_p = _make("rfft", "host", lambda a, *, axis, norm: [
+    (_fft_length(a, axis, a.shape[axis] // 2 + 1), np.result_type(a.dtype, np.complex64))])
+irfft_p = _make("irfft", "host", lambda a, *, axis, n, norm: [
+    (_fft_length(a, axis, n), real_dtype(a.dtype))])
+# irfft's VJP: the rfft of the cotangent, the frequencies that appear twice in the real
+# signal (all but 0 and n / 2) counted twice.
+irfft_vjp_p = _make("irfft_vjp", "host", lambda g, *, axis, n, norm: rfft_p.abstract_eval(
+    g, axis=axis, norm=norm))
+
+
 # Per-element loops. Inputs: bounds (fori: lower, upper), carries (element shape),
 # invariants. params['info'] is a trace.loops.LoopInfo. See ad/loops.py for tape and bwd.
 def _loop_eval(*avals, info):

@@ -40,7 +40,7 @@ def fusion_shape(op):
 def schedule(graph, consts, name="f"):
     steps, group = [], None
     for op in graph.ops:
-        if not op.prim.fusable:
+        if not op.prim.fusable or _complex(op):
             group = None
             steps.append(HostStep(op))
             continue
@@ -53,6 +53,13 @@ def schedule(graph, consts, name="f"):
             group = None      # its table cotangents are whole arrays only once it has run
     _wire(steps, graph)
     return Program(graph.inputs, graph.outputs, consts, steps, _dead_after(steps, graph))
+
+
+def _complex(op):
+    """Kernels compute in real dtypes only: an op that reads or makes a complex value runs as
+    a host step, through the array library (per-element loop bodies refuse complex values
+    while tracing, so no loop op meets one)."""
+    return any(x.aval.dtype.kind == "c" for x in (*op.inputs, *op.outputs))
 
 
 def _needs_inputs_made_in(group, op):

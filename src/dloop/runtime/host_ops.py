@@ -5,7 +5,7 @@ functions follow an operand through `like=`."""
 import numpy as np
 
 from ..ir import prims
-from ..ir.semantics import stable_argsort
+from ..ir.semantics import evaluate, stable_argsort
 
 HOST_IMPLS = {}
 
@@ -28,6 +28,10 @@ def _slice_vjp(g, *, key, shape):
     return out
 
 
+def _conj(x):
+    return np.conj(x) if x.dtype.kind == "c" else x
+
+
 def _prod_vjp(x, g, *, axes):
     """Cotangent of prod(x, axes): g times the product of the other elements, computed by
     exclusive prefix and suffix products so that zeros in x are handled exactly."""
@@ -37,7 +41,8 @@ def _prod_vjp(x, g, *, axes):
     before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1),
                                axis=-1), -1)
-    others = (before * after).reshape(moved.shape)
+    # Complex cotangents are dL/dRe + i dL/dIm: g times the conjugate.
+    others = _conj((before * after).reshape(moved.shape))
     out = others * np.reshape(g, g.shape + (1,) * len(axes))
     return np.moveaxis(out, range(x.ndim - len(axes), x.ndim), axes)
 
@@ -52,7 +57,7 @@ def _scatter_add(g, *idx, shape):
 def _cumprod_vjp(x, g, *, axis):
     """Cotangent of cumprod along `axis`, exact where x has zeros: with s_j = g_j +
     x_{j+1} s_{j+1} (a reverse recurrence), dx_j = s_j * prod(x_k for k < j)."""
-    x, g = np.moveaxis(x, axis, -1), np.moveaxis(g, axis, -1)
+    x, g = np.moveaxis(_conj(x), axis, -1), np.moveaxis(g, axis, -1)   # conj: see _prod_vjp
     s = np.empty_like(g)
     running = np.zeros(g.shape[:-1], dtype=g.dtype)
     for j in reversed(range(x.shape[-1])):
@@ -220,3 +225,35 @@ HOST_IMPLS[prims.qr_p] = lambda x, *, complete: tuple(
 HOST_IMPLS[prims.qr_vjp_p] = _qr_vjp
 HOST_IMPLS[prims.slogdet_p] = lambda x: tuple(np.linalg.slogdet(x))
 HOST_IMPLS[prims.pinv_p] = _pinv
+
+
+def _elementwise(name):
+    """An elementwise primitive as a host step: the kernels' reference meaning on whole arrays
+    (the scheduler runs elementwise ops on complex values this way)."""
+    return lambda *args, **params: evaluate(name, args, params)
+
+
+for _prim in prims.REGISTRY.values():
+    if _prim.kind == "elementwise":
+        HOST_IMPLS[_prim] = _elementwise(_prim.name)
+HOST_IMPLS[prims.roll_p] = lambda x, *, shift, axes: np.roll(x, shift, axes)
+HOST_IMPLS[prims.real_p] = np.real
+HOST_IMPLS[prims.imag_p] = np.imag
+HOST_IMPLS[prims.conj_p] = np.conj
+HOST_IMPLS[prims.complex_abs_p] = np.abs
+HOST_IMPLS[prims.fft_p] = lambda x, *, axes, inverse, norm: (
+    np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
+HOST_IMPLS[prims.rfft_p] = lambda x, *, axis, norm: np.fft.rfft(x, axis=axis, norm=norm)
+def _irfft_vjp(g, *, axis, n, norm):
+    swapped = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[norm]
+    out = np.fft.rfft(g, axis=axis, norm=swapped)
+    weight = np.full(out.shape[axis], 2.0)
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    return out * np.asarray(weight, like=out).reshape((-1,) + (1,) * (g.ndim - 1 - axis))
+
+
+HOST_IMPLS[prims.irfft_vjp_p] = _irfft_vjp
+HOST_IMPLS[prims.irfft_p] = lambda x, *, axis, n, norm: np.fft.irfft(x, n, axis=axis,
+                                                                     norm=norm)

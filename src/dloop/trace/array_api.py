@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import DloopAttributeError
 from ..ir import elementwise
-from . import arrays, linalg, ops, special  # noqa: F401  (xp.linalg, xp.special)
+from . import arrays, fft, linalg, ops, special  # noqa: F401  (xp.fft, xp.linalg, xp.special)
 from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
                      result_type)
 from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401

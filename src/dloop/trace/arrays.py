@@ -202,7 +202,8 @@ def tensordot(a, b, axes=2):
 
 
 def vecdot(a, b, axis=-1):
-    return ops.sum(ops.multiply(a, b), axis=axis)
+    """sum(conj(a) * b): the standard conjugates the first vector (a no-op on reals)."""
+    return ops.sum(ops.multiply(conj(a), b), axis=axis)
 
 
 # ---- statistics ----
@@ -240,7 +241,8 @@ def var(x, axis=None, correction=0.0, keepdims=False):
     mean = ops.mean(x, axis=axis, keepdims=True)
     count = int(np.prod([np.shape(x)[a] for a in ops._axes(x, axis)], dtype=np.int64))
     centered = ops.subtract(x, mean)
-    total = ops.sum(ops.multiply(centered, centered), axis=axis, keepdims=keepdims)
+    # |x - mean|^2: a real variance of complex values, as NumPy's.
+    total = ops.sum(real(ops.multiply(conj(centered), centered)), axis=axis, keepdims=keepdims)
     return ops.divide(total, builtins.max(count - correction, 0))
 
 
@@ -351,14 +353,14 @@ def logaddexp(a, b):
 
 def isnan(x):
     x = _operand(x)
-    if not np.issubdtype(result_dtype(x), np.floating):     # integers are never NaN
+    if not np.issubdtype(result_dtype(x), np.inexact):      # integers are never NaN
         return ops.compare("ne", ops.multiply(x, 0), 0)
     return ops.compare("ne", x, x)
 
 
 def isinf(x):
     x = _operand(x)
-    if not np.issubdtype(result_dtype(x), np.floating):
+    if not np.issubdtype(result_dtype(x), np.inexact):
         return ops.compare("ne", ops.multiply(x, 0), 0)
     return ops.compare("eq", ops.unary("abs", x), math.inf)
 
@@ -376,18 +378,31 @@ def copysign(a, b):
     return ops.binary("copysign", a, b, float_only=True)
 
 
+def _is_complex(x):
+    return ops.result_dtype(_operand(x)).kind == "c"
+
+
 def real(x):
-    return x
+    return ops.complex_part("real", x) if _is_complex(x) else x
 
 
 def conj(x):
-    return x
+    return ops.complex_part("conj", x) if _is_complex(x) else x
 
 
 def imag(x):
-    return ops.multiply(x, 0)
+    return ops.complex_part("imag", x) if _is_complex(x) else ops.multiply(x, 0)
+
+
+def angle(z, deg=False):
+    """NumPy's angle: the argument of z, atan2(imag, real) (0 or pi for reals)."""
+    z = ops.convert(_operand(z), ops._floating(ops.result_dtype(_operand(z))))
+    out = ops.binary("atan2", imag(z), real(z), float_only=True)
+    return ops.multiply(out, 180 / math.pi) if deg else out
+
 
 
 Tracer.__matmul__ = lambda self, other: matmul(self, other)
 Tracer.__rmatmul__ = lambda self, other: matmul(other, self)
 Tracer.mT = property(matrix_transpose)
+Tracer.real, Tracer.imag = property(real), property(imag)

@@ -146,6 +146,11 @@ def gather(x, entries):
     if not is_traced(x, *idx):
         return np.asarray(x)[tuple(idx)]
     x = ops._check_operand(x)
+    if ops.result_dtype(x).kind == "c":
+        # Gathers run in kernels, which check the indices and compute in real dtypes: the
+        # two parts are gathered apart.
+        re, im = (bind1(P["gather"], [ops.complex_part(k, x), *idx]) for k in ("real", "imag"))
+        return ops.add(ops.convert(re, x.dtype), ops.multiply(ops.convert(im, x.dtype), 1j))
     return bind1(P["gather"], [x, *idx])
 
 

@@ -112,6 +112,12 @@ def _matrices(x, name, square=False):
 def _decompose(name, *xs, **params):
     values = [ops._value(x) for x in xs]
     if any(v is None for v in values):
+        if any(ops.result_dtype(x).kind == "c" for x in xs):
+            # The VJPs of runtime/host_ops.py are written for real matrices (transposes,
+            # not conjugate transposes).
+            raise DloopNotImplementedError(
+                f"linalg.{name} of complex matrices is not supported yet; decompose the real "
+                "matrix this complex one is built from, or keep it constant", user_location())
         return bind(ops.P[name], list(xs), params)
     outs = _NUMPY[name](*(np.asarray(v) for v in values), **params)
     return [ops._constant(o) if ops.is_traced(*xs) else o for o in outs]

@@ -9,6 +9,7 @@ from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
+from ..libraries import DTYPES
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
@@ -312,9 +313,9 @@ def _carry_leaves(init, src):
             raise DloopTypeError(f"{path} of the initial carry is a {type(x).__name__}; carries "
                                  "must be arrays or numbers", src)
         dt = np.dtype(x.dtype)
-        if not (dt == np.bool_ or dt in (np.int32, np.int64, np.float32, np.float64)):
-            raise DloopTypeError(f"{path} has dtype {dt.name}; supported: bool, int32, int64, "
-                                 "float32, float64", src)
+        if dt.name not in DTYPES:
+            raise DloopTypeError(f"{path} has dtype {dt.name}; supported: {', '.join(DTYPES)}",
+                                 src)
         out.append(np.asarray(x) if isinstance(x, np.generic) else x)
     return out, treedef
 

@@ -7,7 +7,7 @@ from ..errors import DloopNotImplementedError
 from ..ir import elementwise
 from . import array_api as xp
 from . import numpy_functions as nf
-from . import linalg, ops, special
+from . import arrays, fft, linalg, ops, special
 from ..source import user_location
 
 _UFUNCS = {r.ufunc: getattr(xp, r.api) for r in elementwise.ROWS if r.ufunc is not None}
@@ -113,9 +113,24 @@ _FUNCTIONS = {
     np.all: lambda a, axis=None, keepdims=False: xp.all(a, axis=axis, keepdims=keepdims),
     np.take_along_axis: lambda a, indices, axis: xp.take_along_axis(a, indices, axis=axis),
     np.copy: lambda a, order="K", subok=False: xp.asarray(a, copy=True),
+    np.real: xp.real, np.imag: xp.imag, np.angle: arrays.angle,
+    np.iscomplexobj: lambda x: ops.result_dtype(x).kind == "c",
 }
+# np.fft's functions in NumPy's signatures (n / s, axis / axes, norm=None for "backward").
+_FUNCTIONS.update({getattr(np.fft, name): (lambda fn: lambda a, *args, **kw: fn(
+    a, **_fft_kwargs(fn.__name__, args, kw)))(getattr(fft, name)) for name in fft.__all__
+    if name not in ("fftfreq", "rfftfreq")})
 
 _FUNCTIONS.update(linalg.NUMPY_FUNCTIONS)
+
+
+def _fft_kwargs(name, args, kw):
+    names = ("axes",) if name.endswith("shift") else \
+        ("s", "axes", "norm") if name.endswith("n") else ("n", "axis", "norm")
+    kw = dict(zip(names, args), **kw)
+    if kw.get("norm", 0) is None:
+        kw["norm"] = "backward"
+    return kw
 
 
 def _unsupported(what):

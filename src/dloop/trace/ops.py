@@ -21,7 +21,7 @@ def is_traced(*xs):
 
 
 def _check_operand(x):
-    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
         return x
     if hasattr(x, "__dlpack__"):                # an array of another library, captured
         return captured(x, user_location())
@@ -47,7 +47,7 @@ def convert(x, dtype):
     dtype = np.dtype(dtype)
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return dtype.type(x)
     return np.asarray(x).astype(dtype)
 
@@ -74,7 +74,21 @@ def _apply(name, args, **params):
 
 
 def _floating(dtype):
-    return dtype if np.issubdtype(dtype, np.floating) else FLOAT64
+    """A floating dtype (complex ones included) for dtype's values: integers become float64."""
+    return dtype if np.issubdtype(dtype, np.inexact) else FLOAT64
+
+
+# The array API defines these for real values only (an order, or a rounding toward one).
+REAL_ONLY = {"floor", "ceil", "trunc", "atan2", "copysign", "max", "min", "floordiv", "mod",
+             "lt", "le", "gt", "ge"}
+
+
+def _real_only(name, dt):
+    if dt.kind == "c" and name in REAL_ONLY:
+        raise DloopTypeError(
+            f"'{name}' is not defined for complex values ({dt.name}); apply it to a real "
+            "part, an imaginary part or an absolute value (xp.real(z), xp.imag(z), "
+            "xp.abs(z))", user_location())
 
 
 def unary(name, x, float_only=False):
@@ -82,7 +96,26 @@ def unary(name, x, float_only=False):
     dt = result_dtype(x)
     if float_only:
         dt = _floating(dt)
+    _real_only(name, dt)
+    if dt.kind == "c" and name in ("abs", "sign"):
+        r = complex_part("complex_abs", x)
+        if name == "abs":
+            return r
+        # z / |z|, and 0 at 0 (NumPy's sign of a complex number).
+        zero = compare("eq", r, 0)
+        return where(zero, 0, divide(x, convert(where(zero, 1, r), dt)))
     return _apply(name, [convert(x, dt)])
+
+
+def complex_part(name, x):
+    """real, imag, conj or complex_abs of a complex x."""
+    x = _check_operand(x)
+    value = _value(x)
+    if value is not None:
+        fn = {"real": np.real, "imag": np.imag, "conj": np.conj, "complex_abs": np.abs}[name]
+        out = np.asarray(fn(np.asarray(value)))
+        return _constant(out) if isinstance(x, Tracer) else out
+    return bind1(P[name], [x])
 
 
 def binary(name, a, b, float_only=False):
@@ -90,12 +123,14 @@ def binary(name, a, b, float_only=False):
     dt = result_dtype(a, b)
     if float_only:
         dt = _floating(dt)
+    _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
 
 def compare(name, a, b):
     a, b = _check_operand(a), _check_operand(b)
     dt = result_dtype(a, b)
+    _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
 
@@ -214,6 +249,7 @@ def _reduce(op, x, axis, keepdims, dtype=None):
     elif op in ("sum", "prod") and (x.dtype == bool or np.issubdtype(x.dtype, np.integer)):
         x = convert(x, np.int64)
     axes = _axes(x, axis)
+    _real_only(op, result_dtype(x))
     if _value(x) is not None:
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op]
         out = fn(_value(x), axis=axes, keepdims=keepdims)

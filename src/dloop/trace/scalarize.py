@@ -24,8 +24,8 @@ def _fits(shape, element_shape):
 class MixingError(Exception):
     """Raised inside scalarization; trace/loops.py turns it into the user's DloopError."""
 
-    def __init__(self, what, src):
-        self.what, self.src = what, src
+    def __init__(self, what, src, complex_value=False):
+        self.what, self.src, self.complex_value = what, src, complex_value
 
 
 def invariant_uses(graph, captured):
@@ -62,6 +62,11 @@ def scalarize(graph, n_fixed, captured, slots, element_shape):
     Returns the scalar graph with inputs [fixed..., one per slot]."""
     env = {}
     inputs = []
+    for v in [*graph.inputs, *(o for op in graph.ops for o in op.outputs)]:
+        if v.aval.dtype.kind == "c":
+            # Kernels compute in real dtypes: a loop under scalar bounds with complex values
+            # runs as a collective loop (a per-element body refused them while tracing).
+            raise MixingError(v.aval.dtype.name, None, complex_value=True)
     for v in graph.inputs[:n_fixed]:
         if not _fits(v.aval.shape, element_shape):
             raise MixingError(f"a loop input of shape {v.aval.shape}", None)
@@ -143,6 +148,8 @@ def _describe(op):
 
 def mixing_error(err, per_element, loop_src):
     where = err.src or loop_src
+    if err.complex_value:     # a while loop's condition: its builder is not per-element
+        return complex_error(err.what, where)
     if per_element:
         return DloopValueError(
             f"the body of this per-element loop mixes elements: it uses {err.what}. Under "
@@ -152,3 +159,10 @@ def mixing_error(err, per_element, loop_src):
     return DloopNotImplementedError(
         f"this loop body combines elements of the carry ({err.what}); collective loop bodies "
         "are not supported yet: keep the body elementwise in the carry", where)
+
+
+def complex_error(dtype_name, where):
+    return DloopNotImplementedError(
+        f"a complex value ({dtype_name}) inside a per-element loop body is not supported: "
+        "compute the complex part outside the per-element loop (before it or after it), or "
+        "use a collective loop, whose body works on whole arrays", where)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..errors import DloopNotImplementedError
+from ..errors import DloopNotImplementedError, DloopTypeError
 from ..ir.special import BERNOULLI, SHIFT
 from . import ops
 from .ops import where
@@ -20,6 +20,9 @@ _SQRT2 = math.sqrt(2.0)
 def _float(*xs):
     xs = [ops._check_operand(x) for x in xs]
     dt = ops._floating(ops.result_dtype(*xs))
+    if dt.kind == "c":
+        raise DloopTypeError(f"xp.special's functions take real values, got {dt.name}; apply "
+                             "them to xp.real(z), xp.imag(z) or xp.abs(z)", user_location())
     return [ops.convert(x, dt) for x in xs]
 
 

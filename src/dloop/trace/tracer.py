@@ -12,6 +12,7 @@ from ..errors import DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals
 from ..source import user_location
+from .scalarize import complex_error
 
 
 class _State(threading.local):
@@ -50,9 +51,16 @@ class Builder:
         self.active = False
 
     def new_input(self, aval):
+        self._real_only(aval, None)
         var = Var(aval)
         self.inputs.append(var)
         return var
+
+    def _real_only(self, aval, src):
+        """Per-element programs compute in real dtypes only (complex values run as host steps,
+        on whole arrays)."""
+        if self.per_element and aval.dtype.kind == "c":
+            raise complex_error(aval.dtype.name, src or user_location())
 
     def is_ancestor_of(self, other):
         while other is not None:
@@ -65,7 +73,7 @@ class Builder:
         """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
         if isinstance(x, Tracer):
             return self._lift_var(x.node, x.builder)
-        if isinstance(x, (bool, int, float)):
+        if isinstance(x, (bool, int, float, complex)):
             return Lit(x, np.result_type(x))
         if isinstance(x, np.generic):
             return Lit(x.item(), x.dtype)
@@ -120,6 +128,8 @@ class Builder:
 
     def emit(self, prim, inputs, params, src):
         outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
+        for v in (*inputs, *outs):
+            self._real_only(v.aval, src)
         self.ops.append(Op(prim, list(inputs), outs, dict(params), src))
         return outs
 
