@@ -60,10 +60,7 @@ SCIPY_SIDE = {
 
 # name: what dloop lacks. Gaps on dloop's side that this round leaves open (docs/scipy.md);
 # strict as well, so that closing one moves it to the passing list.
-DLOOP_SIDE = {
-    "stats.tvar": "a NaN gradient: SciPy writes NaN outside the limits and omits it with "
-                  "xp.where after squaring; the product's zero cotangent times NaN is NaN",
-}
+DLOOP_SIDE = {}
 
 
 def _per_element(fn, x, traced):
