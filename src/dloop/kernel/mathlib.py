@@ -129,6 +129,20 @@ def _scale(e, y, k):
     return y * _pow2(e, k1) * _pow2(e, k - k1)
 
 
+def _rem_pow2(e, x, p):
+    """C's fmod(x, p) for a constant p = 2^j >= 1, without frem (Vulkan's frem is a loop with
+    divisions): x - p t with t = trunc(x / p), given x's sign. Exact for every x:
+    * x / p = x * 2^-j is exact, or underflows; then |x / p| < 1, so t = 0 however it rounded.
+    * p t is an integer times 2^j with |p t| <= |x|: exact, no overflow.
+    * x - p t is exact: t = 0 leaves x; otherwise |p t| > |x| - p and |p t| >= p give
+      |x| / 2 <= |p t| <= |x| (for |x| < 2p, |p t| = p; above, |x| - p >= |x| / 2), and
+      Sterbenz's lemma makes that difference exact.
+    A zero remainder takes x's sign, as fmod's; inf gives inf - inf = NaN, and NaN stays."""
+    assert p >= 1 and float(p).hex().startswith("0x1.0000000000000p")
+    t = e.op("trunc", x * (1.0 / p))
+    return e.op("copysign", x - t * p, x)
+
+
 def _two_sum(a, b):
     s = a + b
     bb = s - a
@@ -314,7 +328,7 @@ def pow(e, x, y):
     # Zero or infinite x or y: 0 or inf, by whether |x| > 1 agrees with y > 0.
     edge = e.select(ax.eq(1.0), 1.0, e.select((ax > 1.0) ^ (y > 0.0), e.const(0.0, F64), INF))
     mag = e.select(finite, mag, edge)
-    odd = _abs(e, e.op("frem", y, 2.0)).eq(1.0)
+    odd = _abs(e, _rem_pow2(e, y, 2.0)).eq(1.0)
     out = e.select(_signbit(e, x) & odd, -mag, mag)
     negative_base = (x < 0.0) & (x > -INF) & (ay < INF) & e.op("trunc", y).ne(y)
     out = e.select(negative_base, NAN, out)
@@ -334,7 +348,7 @@ def _reduce_pio2(e, x):
         a, err = _two_sum(a, -(kf * part))                # kf * part is exact
         lo = lo + err
     rh, rl = _fast_two_sum(a, lo)
-    return rh, rl, e.op("ftoi", e.op("frem", kf, 4.0), dtype=I64)     # q mod 4 is enough
+    return rh, rl, e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)     # q mod 4 is enough
 
 
 def _sin_kernel(x, y):
@@ -371,26 +385,31 @@ def _reduce_huge(e, ax):
             chunk = e.select(hit, float(TWO_OVER_PI_24[j + i]), chunk)
         w = _pow2(e, scale - 24 * i)
         for half in (m_hi, m_lo):
-            hi, err = _two_sum(hi, e.op("frem", half * chunk * w, 4.0))
+            hi, err = _two_sum(hi, _rem_pow2(e, half * chunk * w, 4.0))
             lo = lo + err
-    hi = e.op("frem", hi, 4.0)
+    hi = _rem_pow2(e, hi, 4.0)
     k = e.op("round", hi)
     fh, fl = _two_sum(hi - k, lo)
     return fh, fl, e.op("ftoi", k, dtype=I64)
 
 
 def _reduce(e, x):
-    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x."""
+    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Cody-Waite for every x, and
+    Payne-Hanek (most of sin's code) only where some |x| >= 2^28 needs it."""
     ax = _abs(e, x)
     huge = ax >= CODY_WAITE_LIMIT
     rh, rl, q = _reduce_pio2(e, e.select(huge, 0.0, x))
-    fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
-    ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
-    ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
-    negative = x < 0.0
-    ph, pl = e.select(negative, -ph, ph), e.select(negative, -pl, pl)
-    hq = e.select(negative, -hq, hq)
-    return e.select(huge, ph, rh), e.select(huge, pl, rl), e.select(huge, hq, q)
+
+    def payne_hanek():
+        # Threads that run this masked (SIMD lanes, GPU threads beside a huge one) see
+        # |x| < 2^28: give them a harmless argument.
+        fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
+        ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
+        ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
+        negative = x < 0.0
+        return (e.select(negative, -ph, ph), e.select(negative, -pl, pl),
+                e.select(negative, -hq, hq))
+    return e.branch(huge, payne_hanek, [rh, rl, q])
 
 
 def _trig(e, x, which):
