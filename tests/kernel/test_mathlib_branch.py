@@ -18,6 +18,7 @@ from dloop.backends.base import available, get_backend
 from dloop.kernel import kir, mathlib
 from dloop.kernel.core import Emitter, runs_once
 from dloop.kernel.legalize import _refined, legalize
+from dloop.kernel.verify import check_kernel
 
 I64 = np.dtype(np.int64)
 
@@ -111,8 +112,10 @@ def test_huge_and_small_arguments_in_one_launch(backend, op, dtype):
 
 def test_payne_hanek_is_off_the_common_path():
     """sin's straight-line code is the small Cody-Waite part (137 core ops); the Payne-Hanek
-    reduction (690) is inside the one branch, which runs at most once."""
-    body = legalize(op_kernel("sin", ["float64"], "float64"), NO_MATH).body
+    reduction (690) is inside the one branch, which runs at most once; the kernel verifies."""
+    kernel = legalize(op_kernel("sin", ["float64"], "float64"), NO_MATH)
+    check_kernel(kernel)
+    body = kernel.body
     branches = [s for s in body if isinstance(s, kir.While)]
     assert len(branches) == 1 and runs_once(branches[0])
     assert len(body) < 160 and len(branches[0].body) > 500

@@ -30,6 +30,10 @@ all have directly. Operands of a binary op share one dtype; `out` is the result 
   TRANSCENDENTAL     sin ... atan2 pow: only where the backend's caps.native_math lists the
                      (op, dtype) pair; legalize replaces the others by kernel/mathlib.py code.
 
+Besides Assigns of these ops, legalized code may hold kir.While loops that end after one pass
+(Emitter.branch: mathlib's work for rare inputs); runs_once() recognises them, so that a
+renderer may emit a selection instead of a loop.
+
 The interpreter evaluates core ops that are not graph primitives with EVALUATE below, and
 every `convert` (core or not) with the pinned saturating rule of saturating_convert.
 """

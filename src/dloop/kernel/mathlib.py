@@ -3,7 +3,11 @@ backends that lack them natively (SPIR-V's GLSL.std.450 has no float64 sin/exp/l
 only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). legalize() calls
 expansion() for each (op, dtype) that caps.native_math does not list.
 
-Every function is straight-line code: branches are selects, so lanes never diverge. float64:
+Every function is straight-line code (selects, no branches) but one part of sin, cos and tan:
+the Payne-Hanek reduction, 690 of sin's 827 core ops and needed only for |x| >= 2^28, runs
+under Emitter.branch, so only where an element needs it (SIMD lanes and GPU threads beside
+such an element run it masked; the Vulkan renderer emits it as a selection, not a loop).
+Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
   * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi
     exact), a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two
     exact halves, so overflow and subnormal results round once.
@@ -14,8 +18,8 @@ Every function is straight-line code: branches are selects, so lanes never diver
     with the low word folded into the reduced argument. C99 special cases, as NumPy.
   * sin, cos, tan: below 2^28, k = round(x 2/pi) and x - k pi/2 with pi/2 in seven 24-bit
     parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
-    bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
-    cos on [-pi/4, pi/4].
+    bits of 2/pi as 24-bit chunks chosen by x's exponent, in the branch. Then Taylor kernels
+    for sin and cos on [-pi/4, pi/4].
   * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
     double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
     with sqrt(1 - x^2) as a double-double.

@@ -346,8 +346,8 @@ class Renderer:
     def _once(self, s):
         """A While of at most one pass (mathlib's branches) as a selection: lavapipe counts
         the passes of all of an invocation's loops, one more for each loop entered, against
-        a single limit of 65,535, so as a loop it would cut short a user's loop of
-        65,535 / 2 trips."""
+        a single limit of 65,535, so as a loop it would stop a user's loop that calls sin
+        after 22,000 to 33,000 trips."""
         inits = [self.val(i) for i in s.inits]
         for c, init in zip(s.carries, inits):
             self.env[c] = init
