@@ -24,12 +24,13 @@ def op_kernel(op, in_dtypes, out_dtype):
 def run(backend, kernel, inputs):
     """The kernel's 'out' buffer after running one thread per element of the inputs."""
     n = len(inputs[0])
-    bufs = [np.ascontiguousarray(a) for a in inputs]
     out_spec = kernel.buffers[len(inputs)]
-    bufs.append(np.zeros(n, out_spec.dtype))
     be = get_backend(backend)
+    bufs = [be.upload(a, a.dtype) for a in inputs] + [be.upload(np.zeros(n, out_spec.dtype),
+                                                                 out_spec.dtype)]
     be.launch(be.compile(kernel), n, bufs)
-    return bufs[-1]
+    be.synchronize()
+    return be.to_numpy(bufs[-1])
 
 
 def same_bits(a, b):

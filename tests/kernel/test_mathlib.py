@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from opkernels import assert_same_bits, op_kernel, run
 
-from dloop.backends.base import available
+from dloop.backends.base import available, get_backend
 from dloop.kernel.legalize import legalize
 
 N = 10 ** 6
@@ -32,6 +32,7 @@ MAX_ULPS = {
 @dataclass(frozen=True)
 class Caps:
     native_math: frozenset
+    rounded_division: bool = True
 
 
 NO_MATH = Caps(frozenset())
@@ -138,27 +139,47 @@ CASES = [(op, d) for op in UNARY + BINARY for d in ("float64", "float32")]
 BACKENDS = ["interpret"] + [b for b in ("cpu",) if available(b)[0]]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o}-{d}" for o, d in CASES])
-def test_within_documented_ulps(op, dtype, backend):
-    err, args, got, want = measure(op, dtype, backend)
-    bound = MAX_ULPS[dtype][op]
+def assert_within_bound(op, dtype, args, got, want):
+    err = ulps(got, want)
     numbers = ~np.isnan(got) & ~np.isnan(want)
     sign = np.signbit(got) != np.signbit(want)        # ulps() does not see -0.0 against 0.0
     err = np.where(numbers & sign & (got == 0) & (want == 0), np.inf, err)
-    if err.max() > bound:
+    if err.max() > MAX_ULPS[dtype][op]:
         k = int(np.argmax(err))
         at = ", ".join(repr(a[k]) for a in args)
         raise AssertionError(f"{op}({at}) = {got[k]!r}, NumPy {want[k]!r}: {err[k]} ulps")
 
 
-@pytest.mark.skipif(not available("cpu")[0], reason="needs llvmlite")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o}-{d}" for o, d in CASES])
+def test_within_documented_ulps(op, dtype, backend):
+    err, args, got, want = measure(op, dtype, backend)
+    assert_within_bound(op, dtype, args, got, want)
+
+
+def exact_division(be):
+    """Whether the backend's float division and square root are correctly rounded: all
+    here but Vulkan on a GPU driver (NVIDIA's are a few ulps off; lavapipe's are exact)."""
+    return be.caps.rounded_division or "llvmpipe" in be.features.name
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param(b, marks=pytest.mark.skipif(not available(b)[0], reason=available(b)[1]))
+    for b in ("cpu", "cpu-scalar", "vulkan", "cuda")])
 @pytest.mark.parametrize("op", UNARY + BINARY)
-def test_cpu_runs_the_same_bits(op):
-    args = inputs(op, "float64")
-    args = [a[:100_000] for a in args]
-    kernel = legalize(op_kernel(op, ["float64"] * len(args), "float64"), NO_MATH)
-    assert_same_bits(run("cpu", kernel, args), run("interpret", kernel, args), args)
+def test_compiled_backends_agree(op, backend):
+    """The bounds hold on the compiled backends, for the code legalized as for them (with
+    Newton steps where division is rough), and, where their division is correctly rounded,
+    with the interpreter's bits for that code. The trig points mix huge and small arguments
+    in one launch, so mathlib's branch runs for some lanes and threads only."""
+    be = get_backend(backend)
+    args = [a[:100_000] for a in inputs(op, "float64")]
+    caps = Caps(frozenset(), be.caps.rounded_division)
+    kernel = legalize(op_kernel(op, ["float64"] * len(args), "float64"), caps)
+    got = run(backend, kernel, args)
+    assert_within_bound(op, "float64", args, got, reference(op, args))
+    if exact_division(be):
+        assert_same_bits(got, run("interpret", kernel, args), args)
 
 
 if __name__ == "__main__":            # prints the figures of docs/math.md

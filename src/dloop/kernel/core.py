@@ -30,6 +30,10 @@ all have directly. Operands of a binary op share one dtype; `out` is the result 
   TRANSCENDENTAL     sin ... atan2 pow: only where the backend's caps.native_math lists the
                      (op, dtype) pair; legalize replaces the others by kernel/mathlib.py code.
 
+Besides Assigns of these ops, legalized code may hold kir.While loops that end after one pass
+(Emitter.branch: mathlib's work for rare inputs); runs_once() recognises them, so that a
+renderer may emit a selection instead of a loop.
+
 The interpreter evaluates core ops that are not graph primitives with EVALUATE below, and
 every `convert` (core or not) with the pinned saturating rule of saturating_convert.
 """
@@ -173,3 +177,38 @@ class Emitter:
 
     def bitcast(self, x, dtype):
         return self.op("bitcast", x, dtype=dtype)
+
+    def branch(self, cond, build, defaults):
+        """build()'s values where cond holds, else `defaults` (V, one per value build returns;
+        numbers among build's values take the default's dtype): for work that only rare
+        inputs need, which straight-line selects would make every input pay for. It is a
+        kir.While whose `first` carry ends it after one pass, so every renderer runs it as
+        any loop (SIMD lanes and GPU threads that disagree run it masked), with build()'s
+        ops inside it."""
+        bool_ = np.dtype(bool)
+        first = kir.KVar(bool_)
+        carries = [kir.KVar(d.dtype) for d in defaults]
+        outer, self.stmts = self.stmts, []
+        go = self.wrap(first) & cond
+        cond_body, self.stmts = self.stmts, []
+        results = [self.lift(r, d.dtype) for r, d in zip(build(), defaults, strict=True)]
+        body, self.stmts = self.stmts, outer
+        outs = [kir.KVar(d.dtype) for d in defaults]
+        self.stmts.append(kir.While(
+            [first] + carries, [kir.Const(True, bool_)] + [d.x for d in defaults], cond_body,
+            go.x, body, [kir.Const(False, bool_)] + [r.x for r in results],
+            [kir.KVar(bool_)] + outs))
+        return [V(self, o) for o in outs]
+
+
+def runs_once(s):
+    """Whether kir statement s is a While that ends after at most one pass, as
+    Emitter.branch makes: its first carry starts True and yields False, and its condition is
+    that carry and something else. A renderer may emit it as a selection (an if with values
+    out) instead of a loop."""
+    if not (isinstance(s, kir.While) and s.carries and s.cond_body):
+        return False
+    last, first = s.cond_body[-1], s.carries[0]
+    return (isinstance(last, kir.Assign) and last.out is s.cond and last.op == "and"
+            and first in last.args and s.inits[0] == kir.Const(True, np.dtype(bool))
+            and s.yields[0] == kir.Const(False, np.dtype(bool)))

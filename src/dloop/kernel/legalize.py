@@ -53,13 +53,13 @@ def _assign(s, caps):
     result = rule(e, *[e.wrap(a) for a in s.args])
     stmts = _define(e.stmts, result, s.out)
     if s.op in TRANSCENDENTAL and not getattr(caps, "rounded_division", True):
-        stmts = [t for stmt in stmts for t in _refine_division(stmt)]
+        stmts = _refined(stmts)
     return stmts
 
 
 def _define(stmts, result, out):
     """stmts, then `out` defined as result."""
-    if stmts and stmts[-1].out is result.x:
+    if stmts and isinstance(stmts[-1], kir.Assign) and stmts[-1].out is result.x:
         # The last statement computes the result: it defines the original variable instead.
         last = stmts.pop()
         return stmts + [kir.Assign(out, last.op, last.args)]
@@ -67,9 +67,20 @@ def _define(stmts, result, out):
     return stmts + [kir.Assign(out, "select", (true, result.x, result.x))]
 
 
+def _refined(stmts):
+    """mathlib's statements (Assigns, and the Whiles of Emitter.branch) with a Newton step
+    after each division and square root: its error bounds assume rounded ones."""
+    out = []
+    for s in stmts:
+        if isinstance(s, kir.While):
+            out.append(dataclasses.replace(s, cond_body=_refined(s.cond_body),
+                                           body=_refined(s.body)))
+        else:
+            out.extend(_refine_division(s))
+    return out
+
+
 def _refine_division(s):
-    """mathlib's error bounds assume a rounded division and square root: a Newton step
-    where they are rough."""
     refine = {"div": exactdiv.div_refined, "sqrt": exactdiv.sqrt_refined}.get(s.op)
     if refine is None:
         return [s]

@@ -3,7 +3,11 @@ backends that lack them natively (SPIR-V's GLSL.std.450 has no float64 sin/exp/l
 only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). legalize() calls
 expansion() for each (op, dtype) that caps.native_math does not list.
 
-Every function is straight-line code: branches are selects, so lanes never diverge. float64:
+Every function is straight-line code (selects, no branches) but one part of sin, cos and tan:
+the Payne-Hanek reduction, 690 of sin's 827 core ops and needed only for |x| >= 2^28, runs
+under Emitter.branch, so only where an element needs it (SIMD lanes and GPU threads beside
+such an element run it masked; the Vulkan renderer emits it as a selection, not a loop).
+Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
   * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi
     exact), a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two
     exact halves, so overflow and subnormal results round once.
@@ -14,8 +18,8 @@ Every function is straight-line code: branches are selects, so lanes never diver
     with the low word folded into the reduced argument. C99 special cases, as NumPy.
   * sin, cos, tan: below 2^28, k = round(x 2/pi) and x - k pi/2 with pi/2 in seven 24-bit
     parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
-    bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
-    cos on [-pi/4, pi/4].
+    bits of 2/pi as 24-bit chunks chosen by x's exponent, in the branch. Then Taylor kernels
+    for sin and cos on [-pi/4, pi/4].
   * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
     double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
     with sqrt(1 - x^2) as a double-double.
@@ -127,6 +131,20 @@ def _scale(e, y, k):
     """y * 2^k for y in [0.5, 2) and |k| <= 1078, rounding once: two exact halves."""
     k1 = e.op("ishr", k, 1)
     return y * _pow2(e, k1) * _pow2(e, k - k1)
+
+
+def _rem_pow2(e, x, p):
+    """C's fmod(x, p) for a constant p = 2^j >= 1, without frem (Vulkan's frem is a loop with
+    divisions): x - p t with t = trunc(x / p), given x's sign. Exact for every x:
+    * x / p = x * 2^-j is exact, or underflows; then |x / p| < 1, so t = 0 however it rounded.
+    * p t is an integer times 2^j with |p t| <= |x|: exact, no overflow.
+    * x - p t is exact: t = 0 leaves x; otherwise |p t| > |x| - p and |p t| >= p give
+      |x| / 2 <= |p t| <= |x| (for |x| < 2p, |p t| = p; above, |x| - p >= |x| / 2), and
+      Sterbenz's lemma makes that difference exact.
+    A zero remainder takes x's sign, as fmod's; inf gives inf - inf = NaN, and NaN stays."""
+    assert p >= 1 and float(p).hex().startswith("0x1.0000000000000p")
+    t = e.op("trunc", x * (1.0 / p))
+    return e.op("copysign", x - t * p, x)
 
 
 def _two_sum(a, b):
@@ -314,7 +332,7 @@ def pow(e, x, y):
     # Zero or infinite x or y: 0 or inf, by whether |x| > 1 agrees with y > 0.
     edge = e.select(ax.eq(1.0), 1.0, e.select((ax > 1.0) ^ (y > 0.0), e.const(0.0, F64), INF))
     mag = e.select(finite, mag, edge)
-    odd = _abs(e, e.op("frem", y, 2.0)).eq(1.0)
+    odd = _abs(e, _rem_pow2(e, y, 2.0)).eq(1.0)
     out = e.select(_signbit(e, x) & odd, -mag, mag)
     negative_base = (x < 0.0) & (x > -INF) & (ay < INF) & e.op("trunc", y).ne(y)
     out = e.select(negative_base, NAN, out)
@@ -334,7 +352,7 @@ def _reduce_pio2(e, x):
         a, err = _two_sum(a, -(kf * part))                # kf * part is exact
         lo = lo + err
     rh, rl = _fast_two_sum(a, lo)
-    return rh, rl, e.op("ftoi", e.op("frem", kf, 4.0), dtype=I64)     # q mod 4 is enough
+    return rh, rl, e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)     # q mod 4 is enough
 
 
 def _sin_kernel(x, y):
@@ -371,26 +389,31 @@ def _reduce_huge(e, ax):
             chunk = e.select(hit, float(TWO_OVER_PI_24[j + i]), chunk)
         w = _pow2(e, scale - 24 * i)
         for half in (m_hi, m_lo):
-            hi, err = _two_sum(hi, e.op("frem", half * chunk * w, 4.0))
+            hi, err = _two_sum(hi, _rem_pow2(e, half * chunk * w, 4.0))
             lo = lo + err
-    hi = e.op("frem", hi, 4.0)
+    hi = _rem_pow2(e, hi, 4.0)
     k = e.op("round", hi)
     fh, fl = _two_sum(hi - k, lo)
     return fh, fl, e.op("ftoi", k, dtype=I64)
 
 
 def _reduce(e, x):
-    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x."""
+    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Cody-Waite for every x, and
+    Payne-Hanek (most of sin's code) only where some |x| >= 2^28 needs it."""
     ax = _abs(e, x)
     huge = ax >= CODY_WAITE_LIMIT
     rh, rl, q = _reduce_pio2(e, e.select(huge, 0.0, x))
-    fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
-    ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
-    ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
-    negative = x < 0.0
-    ph, pl = e.select(negative, -ph, ph), e.select(negative, -pl, pl)
-    hq = e.select(negative, -hq, hq)
-    return e.select(huge, ph, rh), e.select(huge, pl, rl), e.select(huge, hq, q)
+
+    def payne_hanek():
+        # Threads that run this masked (SIMD lanes, GPU threads beside a huge one) see
+        # |x| < 2^28: give them a harmless argument.
+        fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
+        ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
+        ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
+        negative = x < 0.0
+        return (e.select(negative, -ph, ph), e.select(negative, -pl, pl),
+                e.select(negative, -hq, hq))
+    return e.branch(huge, payne_hanek, [rh, rl, q])
 
 
 def _trig(e, x, which):

@@ -111,9 +111,10 @@ def _frem(r, dtype, x, y):
     leave Fma unfused, and lavapipe does), and a negative result takes one a 2^s back.
     Quotients below 2^(BITS+1) take one loop-free step; larger ones loop first, each pass
     removing BITS bits, unless y is a power of two (x - y trunc(x 2^-e) is exact: no
-    division at all): lavapipe ends every loop of a shader after 65,535 iterations in all,
-    so mathlib's calls must not loop. Then rem takes x's sign; fmod(x, +-inf) = x; inf or
-    NaN in x, and NaN or 0 in y, give NaN."""
+    division at all): lavapipe stops an invocation's loops once their passes, all loops
+    together and one more for each loop entered, reach 65,535 (docs/math.md), so every pass
+    here shortens the user's loops (mathlib calls no frem). Then rem takes x's sign;
+    fmod(x, +-inf) = x; inf or NaN in x, and NaN or 0 in y, give NaN."""
     fn, m = r.fn, r.m
     t, b, i32 = r.vt(dtype), m.t_bool(), r.i32
     parts = m.t_struct(t, i32)

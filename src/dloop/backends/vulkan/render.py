@@ -14,6 +14,7 @@ import struct
 import numpy as np
 
 from ...kernel import kir
+from ...kernel.core import runs_once
 from . import ops
 from . import spirv as S
 from .assembler import Function, Module
@@ -336,8 +337,26 @@ class Renderer:
         self._loop(s, header, lambda: None, cond, step)
 
     def do_While(self, s):
+        if runs_once(s):
+            self._once(s)
+            return
         self._loop(s, lambda pre, cont: None, lambda: self.block(s.cond_body),
                    lambda: self.val(s.cond), lambda extra, cont: None)
+
+    def _once(self, s):
+        """A While of at most one pass (mathlib's branches) as a selection: lavapipe counts
+        the passes of all of an invocation's loops, one more for each loop entered, against
+        a single limit of 65,535, so as a loop it would stop a user's loop that calls sin
+        after 22,000 to 33,000 trips."""
+        inits = [self.val(i) for i in s.inits]
+        for c, init in zip(s.carries, inits):
+            self.env[c] = init
+        self.block(s.cond_body)
+        before, yields = self.fn.label, []
+        last = self.if_(self.val(s.cond), lambda: (
+            self.block(s.body), yields.extend(self.val(y) for y in s.yields)))
+        for out, y, init in zip(s.outs, yields, inits):
+            self.env[out], _ = self.fn.phi(self.vt(out.dtype), [(y, last), (init, before)])
 
     def do_If(self, s):
         self.if_(self.val(s.cond), lambda: self.block(s.body))
