@@ -36,10 +36,18 @@ def dtype_of(x):
 
 def result_dtype(*xs):
     """Array-API promotion; Python scalars are weak (they take the array's dtype)."""
-    strong = [dtype_of(x) for x in xs if dtype_of(x) is not None]
-    weak = [x for x in xs if dtype_of(x) is None]
+    strong, weak = [], []
+    for x in xs:
+        dtype = dtype_of(x)
+        (weak if dtype is None else strong).append(x if dtype is None else dtype)
     if not strong:
         return np.result_type(*weak)
+    first = strong[0]
+    # The usual case, without NumPy's promotion machinery: one real floating dtype, and
+    # Python bools, ints and floats, which take it.
+    if first.kind == "f" and all(d == first for d in strong) and \
+            all(type(w) in (bool, int, float) for w in weak):
+        return first
     return np.result_type(*strong, *weak)
 
 
