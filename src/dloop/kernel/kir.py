@@ -188,7 +188,7 @@ class StackSpec:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    kind: str              # 'overflow' or 'index'
+    kind: str              # 'overflow', 'index' or 'loop_budget' (kernel/loop_budget.py)
     src: str
     detail: dict
 

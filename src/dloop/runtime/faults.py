@@ -2,7 +2,7 @@
 Each launch gets a fresh, zeroed flag buffer, and many faulting threads give one error."""
 
 from ..config import config
-from ..errors import AdstackOverflowError, DloopIndexError
+from ..errors import AdstackOverflowError, DloopIndexError, DloopNotImplementedError
 
 
 def check(kernel, faults, layouts):
@@ -15,6 +15,12 @@ def check(kernel, faults, layouts):
 
 
 def _error(spec, value, layouts):
+    if spec.kind == "loop_budget":
+        return DloopNotImplementedError(
+            f"an element's loops here need {value:,} loop headers in all (each pass, and each "
+            f"loop's end), and this Vulkan driver ends a thread's loops after "
+            f"{spec.detail['budget']:,} passes without an error (Mesa's lavapipe does), so the "
+            "results would be wrong; run this call on the cpu backend, or on a GPU", spec.src)
     if spec.kind == "index":
         return DloopIndexError(f"an index is out of bounds for an array of shape "
                                f"{spec.detail['shape']} (negative indices count from the end)",

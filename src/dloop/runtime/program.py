@@ -16,6 +16,7 @@ from ..config import config
 from ..ir import prims
 from ..ir.graph import Graph
 from ..kernel import kir
+from ..kernel.loop_budget import guard_loop_passes
 from ..kernel.lower import lower_group
 from ..kernel.schedule import HostStep, schedule
 from ..kernel.verify import check_kernel
@@ -113,6 +114,8 @@ def _timed(timings, stage, fn, *args, **kwargs):
 
 
 def _kernel(backend, timings, kernel):
+    if backend.caps.max_loop_trips is not None:
+        guard_loop_passes(kernel, backend.caps.max_loop_trips)
     check_kernel(kernel)
     for hook in KERNEL_HOOKS:
         hook(kernel)

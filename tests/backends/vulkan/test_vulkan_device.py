@@ -333,3 +333,35 @@ def test_a_loop_the_driver_would_cut_short_is_refused():
             np.testing.assert_allclose(g(np.ones(2)), [0.99999 ** 70_000, 0.99999 ** 3])
     finally:
         dl.config.update("backend", None)
+
+
+def test_loops_that_together_pass_the_driver_budget_are_refused():
+    """lavapipe's 65,535 counts every loop an invocation runs, together: 300 steps of a loop
+    of 300 steps each, a forward-only loop (nothing is sized at launch) and 70,000 steps of a
+    jitted loop would come back wrong without a word. Each raises instead, naming the line; a
+    nest within the budget, and a GPU driver for all of them, give the exact answer."""
+    dl.config.update("backend", "vulkan")
+    try:
+        x = np.linspace(0.1, 1.0, 8)
+        steps = np.full(8, 300)
+
+        def nested(x):
+            return dl.fori_loop(0, 300, lambda i, v: dl.fori_loop(
+                0, steps, lambda j, w: w + 0.001, v), x)
+
+        def long(x):
+            return dl.fori_loop(0, np.full(8, 70_000), lambda i, v: v + 0.001, x)
+
+        small = dl.jit(lambda x: dl.fori_loop(0, 100, lambda i, v: dl.fori_loop(
+            0, steps // 3, lambda j, w: w + 0.001, v), x))(x)
+        np.testing.assert_allclose(small, x + 100 * 100 * 0.001, rtol=1e-12)
+        if "llvmpipe" in get_backend("vulkan").features.name:
+            for fn in (nested, long):
+                with pytest.raises(dl.DloopNotImplementedError, match="after 65,535 passes") as e:
+                    dl.jit(fn)(x)
+                assert HERE in str(e.value)
+        else:
+            np.testing.assert_allclose(dl.jit(nested)(x), x + 90_000 * 0.001, rtol=1e-9)
+            np.testing.assert_allclose(dl.jit(long)(x), x + 70_000 * 0.001, rtol=1e-9)
+    finally:
+        dl.config.update("backend", None)
