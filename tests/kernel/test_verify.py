@@ -58,3 +58,16 @@ def test_stack_must_exist():
     k = _kernel(lambda tid: [kir.Load(x, 0, tid), kir.Push(0, x)], [("in", F64)])
     with pytest.raises(KernelIRError, match="stack 0 does not exist"):
         check_kernel(k)
+
+
+@pytest.mark.parametrize("op, a, b, out", [("sub", np.int32, np.int32, np.int64),
+                                           ("add", np.int64, np.int32, np.int64),
+                                           ("lt", np.float32, np.float64, bool)])
+def test_operands_of_one_machine_type(op, a, b, out):
+    """An int32 loop bound minus an int64 constant would render as a 32-bit operation with a
+    64-bit result: the verifier refuses it before any renderer sees it."""
+    x, y, z = kir.KVar(np.dtype(a)), kir.KVar(np.dtype(b)), kir.KVar(np.dtype(out))
+    k = _kernel(lambda tid: [kir.Load(x, 0, tid), kir.Load(y, 1, tid),
+                             kir.Assign(z, op, (x, y))], [("in", a), ("in", b)])
+    with pytest.raises(KernelIRError, match=f"{op} mixes"):
+        check_kernel(k)

@@ -8,6 +8,9 @@ from . import kir
 
 _READABLE = {"in", "out", "region", "start", "cap", "counts", "accum", "faults", "order"}
 _WRITABLE = {"out", "counts"}
+# Operands of one dtype (renderers emit one machine type), and for arithmetic the result too.
+_ARITHMETIC = {"add", "sub", "mul", "max", "min"}
+_SAME_TYPED = _ARITHMETIC | {"lt", "le", "gt", "ge", "eq", "ne"}
 
 
 class KernelIRError(Exception):
@@ -69,6 +72,12 @@ class _Checker:
     def do_Assign(self, s, scope):
         for a in s.args:
             self.use(a, scope, s)
+        if s.op in _SAME_TYPED:
+            types = {np.dtype(a.dtype) for a in s.args}
+            if s.op in _ARITHMETIC:
+                types.add(np.dtype(s.out.dtype))
+            if len(types) > 1:
+                self.fail(f"{s.op} mixes {sorted(t.name for t in types)}", s)
         self.define(s.out, scope, s)
 
     def do_Load(self, s, scope):
