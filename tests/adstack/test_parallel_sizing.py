@@ -39,7 +39,7 @@ def test_work_order_is_a_permutation_sorted_within_each_part(n):
     work = rng.integers(0, 5000, n)
     order = work_order(work)
     np.testing.assert_array_equal(np.sort(order), np.arange(n))
-    key = 255 - work // (int(work.max(initial=0)) // 255 + 1)
+    key = 255 - (work >> max(0, int(work.max(initial=0)).bit_length() - 8))
     for lo, hi in parallel.parts(n):
         part = order[lo:hi]
         assert np.all((part >= lo) & (part < hi))

@@ -59,18 +59,20 @@ def run(fn, chunks):
     return [first] + [f.result() for f in futures]
 
 
-def order_by_key(key, xp=np):
-    """A permutation of range(key.size) that sorts each of a few contiguous parts (one per
-    thread) by key, stably: np.argsort(key, kind="stable") when there is one part. Elements
-    run in this order only so that lanes and warps get loops of about equal length; a
-    global merge would cost more passes than the part sorts themselves."""
-    chunks = parts(key.size, xp)
+def order_by_key(values, xp=np, key=None):
+    """A permutation of range(values.size) that sorts each of a few contiguous parts (one per
+    thread) by key(values) (default: the values), stably: np.argsort(key(values),
+    kind="stable") when there is one part. Each part computes its own keys, on its thread.
+    Elements run in this order only so that lanes and warps get loops of about equal length;
+    a global merge would cost more passes than the part sorts themselves."""
+    key = key or (lambda v: v)
+    chunks = parts(values.size, xp)
     if len(chunks) == 1:
-        return xp.argsort(key, kind="stable").astype(np.int64, copy=False)
-    order = np.empty(key.size, np.int64)
+        return xp.argsort(key(values), kind="stable").astype(np.int64, copy=False)
+    order = np.empty(values.size, np.int64)
 
     def sort_part(c, lo, hi):
-        order[lo:hi] = np.argsort(key[lo:hi], kind="stable")
+        order[lo:hi] = np.argsort(key(values[lo:hi]), kind="stable")
         order[lo:hi] += lo
     run(sort_part, chunks)
     return order

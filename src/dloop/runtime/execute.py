@@ -221,8 +221,10 @@ class Execution:
         if lanes == 1 or not whole:
             return False
         groups = work[:whole].reshape(-1, lanes)
+        # Groups spread over the whole launch, at most 8,192 of them: this runs on one thread.
+        groups = groups[::max(1, len(groups) // 8192)]
         idle = int(groups.max(axis=1).sum()) * lanes - int(groups.sum())
-        return idle >= SORT_COST * work.size
+        return idle >= SORT_COST * groups.size
 
     def _capacities(self, plan, env, n):
         caps, to_count = {}, False
@@ -350,18 +352,16 @@ SORT_COST = 8
 def work_order(work, xp=np):
     """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (NumPy
     sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
-    255 the work is scaled down, which orders it to within 1/255 of its maximum: enough to
-    let threads that run in lockstep end their loops together. On the host, large arrays
-    are sorted in one part per thread (adstack/parallel.py). A device sorts the work
-    itself (a radix sort there costs little more than the key's): interleaved tapes
-    (caps.tape_lanes) are padded to each lockstep group's longest, which an exact order
-    keeps small."""
+    255 the work is shifted down to 8 bits, which orders it to within 1/128 of its maximum:
+    enough to let threads that run in lockstep end their loops together. On the host, large
+    arrays are sorted in one part per thread, each part making its own keys
+    (adstack/parallel.py). A device sorts the work itself (a radix sort there costs little
+    more than the key's): interleaved tapes (caps.tape_lanes) are padded to each lockstep
+    group's longest, which an exact order keeps small."""
     if xp is not np:
         return parallel.order_by_key(-work, xp)
-    top = int(work.max()) if work.size else 0
-    scaled = work if top < 256 else work // (top // 255 + 1)
-    key = (255 - scaled).astype(np.uint8)
-    return parallel.order_by_key(key, xp)
+    shift = max(0, (int(work.max()) if work.size else 0).bit_length() - 8)
+    return parallel.order_by_key(work, xp, key=lambda w: (255 - (w >> shift)).astype(np.uint8))
 
 
 def _value(env, x):
