@@ -58,8 +58,8 @@ SCIPY_SIDE = {
                           "iterates in Python",
 }
 
-# name: what dloop lacks. Gaps on dloop's side that this round leaves open (docs/scipy.md);
-# strict as well, so that closing one moves it to the passing list.
+# name: what dloop lacks, for a gap on dloop's side (none is open: docs/scipy.md); strict as
+# well, so that closing one moves it to the passing list.
 DLOOP_SIDE = {}
 
 
