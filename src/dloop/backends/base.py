@@ -117,7 +117,7 @@ class Backend:
         self._local = threading.local()
         self._heaps = weakref.WeakSet()
         self._heaps_lock = threading.Lock()
-        self.compile_count = 0        # kernels built (not found in a cache)
+        self.compile_count = 0        # kernels and step drivers built (not found in a cache)
         self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
     # -- compile --
@@ -153,10 +153,7 @@ class Backend:
             source = self.render(kernel)
             if config.debug:
                 print(f"dloop: {self.name} source of {kernel.name}\n{source}")
-            binary = self.build(source, kernel)
-            self.compile_count += 1
-            if binary is not None:
-                cache.store(key, binary, {"kernel": text})
+            binary = self.to_disk_cache(key, text, self.build(source, kernel))
             artifact = self.load(binary, source, kernel)
         self._artifacts[text] = artifact
         return artifact
@@ -164,7 +161,7 @@ class Backend:
     def from_disk_cache(self, tag, text, load):
         """(key, load(bytes)) for the disk cache's entry of code `text` (tag: what kind of
         code), or (key, None) where there is none; an entry the loader refuses is discarded
-        and the caller builds again, storing under `key`."""
+        and the caller builds again, then hands the bytes to to_disk_cache under `key`."""
         key = cache.key(tag, _version.__version__, text, *self.cache_identity())
         hit = cache.load(key, {"kernel": text})
         if hit is not None:
@@ -173,6 +170,14 @@ class Backend:
             except Exception as e:      # a verified entry the loader still refuses
                 cache.discard(key, f"the {self.name} loader refused it ({e})")
         return key, None
+
+    def to_disk_cache(self, key, text, binary):
+        """Count a build and keep its bytes (None: nothing worth keeping) under `key` for
+        code `text`; returns them."""
+        self.compile_count += 1
+        if binary is not None:
+            cache.store(key, binary, {"kernel": text})
+        return binary
 
     # -- memory --
     def empty(self, shape, dtype):

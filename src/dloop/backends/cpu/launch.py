@@ -16,7 +16,6 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ...config import config
-from ...runtime import cache
 from ...kernel import kir
 from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
@@ -139,10 +138,7 @@ class CpuBackend(HostMemory, Backend):
         text = steps.build(plan, mode, n_index, n_carry, n_inv)
         key, driver = self.from_disk_cache("cpu-steps", text, lambda code: load_object(code, 1))
         if driver is None:
-            code = compile_llvm(text)
-            self.compile_count += 1
-            cache.store(key, code, {"kernel": text})
-            driver = load_object(code, 1)
+            driver = load_object(self.to_disk_cache(key, text, compile_llvm(text)), 1)
         return steps.Driver(driver, plan)
 
     def _executor(self):
