@@ -71,6 +71,11 @@ class Load:
     buf: int
     index: object
     src: object = None     # the user's file:line this statement comes from
+    # (shift, size): read element index - shift, or index - shift + size where that is
+    # negative; index is the thread's element, 0 <= index < size (a roll along the outermost
+    # axis). Legalization turns it into a select, except for a backend that renders the
+    # thread range in pieces on which each such read is contiguous (backends/cpu/render.py).
+    wrap: tuple = None
 
 
 @dataclass

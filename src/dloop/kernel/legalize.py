@@ -17,10 +17,12 @@ from .core import CORE, TRANSCENDENTAL, Emitter
 BOOL = np.dtype(bool)
 
 
-def legalize(kernel, caps):
+def legalize(kernel, caps, wrapped_loads=False):
     """A new kernel equal in meaning to `kernel`, using core ops only. `caps.native_math`:
-    the (op name, dtype name) pairs the backend renders natively."""
-    return dataclasses.replace(kernel, body=_block(kernel.body, caps))
+    the (op name, dtype name) pairs the backend renders natively. Wrapped loads
+    (kir.Load.wrap) become selects unless `wrapped_loads`: the renderer then reads them."""
+    kernel = dataclasses.replace(kernel, body=_block(kernel.body, caps))
+    return kernel if wrapped_loads else unwrap_loads(kernel)
 
 
 def _block(stmts, caps):
@@ -38,6 +40,36 @@ def _block(stmts, caps):
         else:
             out.append(s)
     return out
+
+
+def unwrap_loads(kernel):
+    """`kernel` with its wrapped loads as selects (legalize's default)."""
+    def block(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, kir.Load) and s.wrap is not None:
+                out.extend(_unwrapped(s))
+            elif isinstance(s, (kir.For, kir.If)):
+                out.append(dataclasses.replace(s, body=block(s.body)))
+            elif isinstance(s, kir.While):
+                out.append(dataclasses.replace(s, cond_body=block(s.cond_body),
+                                               body=block(s.body)))
+            else:
+                out.append(s)
+        return out
+    return dataclasses.replace(kernel, body=block(kernel.body))
+
+
+def _unwrapped(s):
+    """index - shift, plus size where negative, as core ops."""
+    i64 = np.dtype(np.int64)
+    shift, size = s.wrap
+    at, negative, wrapped, index = kir.KVar(i64), kir.KVar(BOOL), kir.KVar(i64), kir.KVar(i64)
+    return [kir.Assign(at, "sub", (s.index, kir.Const(shift, i64)), s.src),
+            kir.Assign(negative, "lt", (at, kir.Const(0, i64)), s.src),
+            kir.Assign(wrapped, "add", (at, kir.Const(size, i64)), s.src),
+            kir.Assign(index, "select", (negative, wrapped, at), s.src),
+            dataclasses.replace(s, index=index, wrap=None)]
 
 
 def _is_float(dtype):

@@ -40,6 +40,7 @@ class KernelBuilder:
         self.counting = count_loops is not None
         self.count_loops = set(count_loops or ())
         self.src = None           # the user's line of the op being lowered
+        self.element_shape = None   # of a fused group's threads (lower_group)
 
     # -- statements --
     def emit(self, stmt):
@@ -217,19 +218,27 @@ LOWERINGS[prims.accumulate_p] = _accumulate
 def _roll(kb, op, ins):
     """out[..., c, ...] = x[..., (c - shift) mod dim, ...] along each rolled axis."""
     table = ins[0]
-    shape = table.shape
-    shifts = dict(zip(op.params["axes"], op.params["shift"]))
+    shape = tuple(table.shape)
+    shifts = {a: s % max(shape[a], 1) for a, s in zip(op.params["axes"], op.params["shift"])}
+    rolled = [a for a, s in shifts.items() if s]
+    out = kir.KVar(table.dtype)
+    if shape == kb.element_shape and len(rolled) == 1 and \
+            all(d == 1 for d in shape[:rolled[0]]):
+        # Rolled along the outermost axis: thread t reads t - shift * inner, wrapped once.
+        inner = int(np.prod(shape[rolled[0] + 1:], dtype=np.int64))
+        size = int(np.prod(shape, dtype=np.int64))
+        kb.emit(kir.Load(out, table.buf, kb.kernel.tid, wrap=(shifts[rolled[0]] * inner, size)))
+        return [out]
     flat = kb.const(0, I64)
     for axis, dim in enumerate(shape):
         inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
         coord = kb.assign("mod", [kb.assign("floordiv", [kb.kernel.tid, kb.const(inner, I64)],
                                             I64), kb.const(dim, I64)], I64)
-        if shifts.get(axis, 0) % max(dim, 1):
+        if shifts.get(axis, 0):
             coord = kb.assign("mod", [kb.assign("sub", [coord, kb.const(shifts[axis], I64)],
                                                 I64), kb.const(dim, I64)], I64)
         flat = kb.assign("add", [flat, kb.assign("mul", [coord, kb.const(inner, I64)], I64)],
                          I64)
-    out = kir.KVar(table.dtype)
     kb.emit(kir.Load(out, table.buf, flat))
     return [out]
 
@@ -346,6 +355,7 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
     """A kernel for a fused group. With count_loops, a counting kernel instead: it stores no
     outputs, only the largest trip count of each listed loop per element."""
     kb = KernelBuilder(name, count_loops)
+    kb.element_shape = tuple(element_shape)
     # An input can be read both ways: gathered as a whole array, and per element. Only
     # inputs are gathered (the scheduler ends a kernel before a gather of its own values).
     tables, env = {}, {}

@@ -59,7 +59,8 @@ def _statement(s, lines, depth, n):
         lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = {s.op}("
                      f"{', '.join(n.v(a) for a in s.args)})")
     elif isinstance(s, kir.Load):
-        lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = buf{s.buf}[{n.v(s.index)}]")
+        wrap = "" if s.wrap is None else f" - {s.wrap[0]} wrapped at {s.wrap[1]}"
+        lines.append(f"{pad}{n.v(s.out)}:{s.out.dtype.name} = buf{s.buf}[{n.v(s.index)}{wrap}]")
     elif isinstance(s, kir.Store):
         lines.append(f"{pad}buf{s.buf}[{n.v(s.index)}] = {n.v(s.value)}")
     elif isinstance(s, kir.AtomicAdd):

@@ -17,11 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ...config import config
 from ...kernel import kir
+from ...kernel.legalize import legalize, unwrap_loads
 from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
 from . import simd, steps
 from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
-from .render import render
+from .render import render, wrap_pieces
 
 _MIN_CHUNK = 256
 # Below this many elements a kernel without loops runs on the calling thread: waking a
@@ -112,8 +113,18 @@ class CpuBackend(HostMemory, Backend):
         self._lock = threading.Lock()
         _compile_module._lock = threading.Lock()
 
+    def legalize(self, kernel):
+        """Wrapped loads stay for the scalar renderer to split the threads at (render.py)."""
+        if self._simd(kernel):
+            return legalize(kernel, self.caps)
+        kernel = legalize(kernel, self.caps, wrapped_loads=True)
+        return kernel if wrap_pieces(kernel) is not None else unwrap_loads(kernel)
+
+    def _simd(self, kernel):
+        return self.simd and self._has_loops(kernel)
+
     def render(self, kernel):
-        if self.simd and self._has_loops(kernel):
+        if self._simd(kernel):
             width = vector_width()
             return simd.render(kernel, width, vector_math(width))
         return render(kernel)

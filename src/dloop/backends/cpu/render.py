@@ -1,6 +1,11 @@
 """STAGE 5 — cpu: kernel IR -> LLVM IR (llvmlite.ir). One function runs threads [start, end):
     void dloop_kernel(i64 start, i64 end, i64 n_threads, ptr noalias buf0, ptr noalias buf1, ...)
-Adstack push/pop and the fault flag call the helpers of _native/cpu/adstack.ll."""
+Adstack push/pop and the fault flag call the helpers of _native/cpu/adstack.ll.
+
+A kernel with wrapped loads (rolls, kir.Load.wrap) runs its threads in pieces split where a
+roll wraps: on each piece every such load reads thread + a constant, which LLVM vectorizes
+as contiguous loads. (In one loop LLVM versions `(t + c) mod n` for a range that does not
+wrap only, and a whole array's range always wraps: the loop ran scalar.)"""
 
 import numpy as np
 from llvmlite import ir
@@ -8,6 +13,29 @@ from llvmlite import ir
 from ...kernel import kir
 from .ops import emit
 from .types import F64, I8, I64, PTR, SUFFIX, VOID, llvm_type, storage_type
+
+# More pieces than this: the loads are legalized to selects instead (wrap_pieces).
+MAX_PIECES = 5
+
+
+def wrap_pieces(kernel):
+    """The thread ranges [lo, hi) on which each wrapped load of a loop-free `kernel` reads
+    thread + a constant, or None where the kernel does not qualify."""
+    if kernel.buffer_index("order") is not None:
+        return None
+    wraps = set()
+    for s in kernel.body:
+        if isinstance(s, (kir.For, kir.While)):
+            return None
+        if isinstance(s, kir.Load) and s.wrap is not None:
+            wraps.add(s.wrap)
+    if not wraps or len({size for _, size in wraps}) != 1:
+        return None
+    size = next(iter(wraps))[1]
+    cuts = sorted({0, size} | {shift for shift, _ in wraps})
+    pieces = list(zip(cuts, cuts[1:]))
+    return pieces if len(pieces) <= MAX_PIECES else None
+
 
 # Elementwise float functions: LLVM intrinsics where LLVM has them, else the C library.
 _INTRINSICS = {"sin", "cos", "exp", "log", "log2", "log10", "sqrt", "floor", "ceil", "fabs",
@@ -27,6 +55,7 @@ class Renderer:
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.env = {}
         self._functions = {}
+        self.piece = None         # the thread range being rendered, where loads wrap
 
     # -- module-level helpers --
     @staticmethod
@@ -53,6 +82,18 @@ class Renderer:
         self.stack_state = [(b.alloca(I64), b.alloca(I64), b.alloca(I64)) for _ in k.stacks]
         self.counter_slots = [b.alloca(I64) for _ in k.counters]
         self.n_threads = n_threads
+        pieces = wrap_pieces(k)
+        if pieces is None:
+            self._thread_loop(start, end)
+        for self.piece in pieces or ():
+            lo, hi = (I64(x) for x in self.piece)
+            self._thread_loop(b.select(b.icmp_signed(">", start, lo), start, lo),
+                              b.select(b.icmp_signed("<", end, hi), end, hi))
+        b.ret_void()
+        return str(self.module)
+
+    def _thread_loop(self, start, end):
+        b, k = self.b, self.kernel
         pre = b.block
         header = self.fn.append_basic_block("thread")
         body = self.fn.append_basic_block("thread.body")
@@ -72,8 +113,6 @@ class Renderer:
         tid.add_incoming(b.add(tid, I64(1)), b.block)
         b.branch(header)
         b.position_at_end(done)
-        b.ret_void()
-        return str(self.module)
 
     def _thread_start(self, tid):
         b = self.b
@@ -119,7 +158,11 @@ class Renderer:
                                [a.dtype for a in s.args], s.out.dtype)
 
     def do_Load(self, s):
-        self.env[s.out] = self.load(s.buf, self.val(s.index), s.out.dtype)
+        index = self.val(s.index)
+        if s.wrap is not None:
+            shift, size = s.wrap
+            index = self.b.add(index, I64(size - shift if self.piece[1] <= shift else -shift))
+        self.env[s.out] = self.load(s.buf, index, s.out.dtype)
 
     def do_Store(self, s):
         dtype = self.kernel.buffers[s.buf].dtype

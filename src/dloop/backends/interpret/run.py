@@ -62,7 +62,12 @@ class _Thread:
         if buf.size == 0:
             self.set(s.out, np.zeros(self.n, s.out.dtype))
             return
-        self.set(s.out, buf[np.where(mask, self.val(s.index), 0)])
+        index = self.val(s.index)
+        if s.wrap is not None:
+            shift, size = s.wrap
+            index = index - shift
+            index = np.where(index < 0, index + size, index)
+        self.set(s.out, buf[np.where(mask, index, 0)])
 
     def do_Store(self, s, mask):
         self.buffers[s.buf][self.val(s.index)[mask]] = self.val(s.value)[mask]
