@@ -1,11 +1,20 @@
 """STAGE 4 — scheduling: a graph becomes a list of steps. Consecutive fusable ops of one
-element shape form a kernel step; host ops (reductions, reshapes) run between kernels."""
+element shape form a kernel step; host ops (reductions, reshapes) run between kernels.
 
+A roll reads its operand as a finished array, so a roll of a value computed in the kernel
+ends the kernel there. Where that value is a short elementwise expression, the roll moves
+onto the expression's own operands instead (roll(0.2 * g) = 0.2 * roll(g): elementwise ops
+commute with a permutation, bit for bit), and one kernel does the work of two."""
+
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ir import prims
-from ..ir.graph import Var
+from ..ir.graph import Op, Var
 from .lower import table_operand
+
+# Elementwise ops a roll may be moved through, per roll: each is computed again, rolled.
+MAX_REPLAYED = 8
 
 
 @dataclass(eq=False)
@@ -39,7 +48,7 @@ def fusion_shape(op):
 
 def schedule(graph, consts, name="f"):
     steps, group = [], None
-    for op in graph.ops:
+    for op in _rolls_moved_to_operands(graph):
         if not op.prim.fusable or _complex(op):
             group = None
             steps.append(HostStep(op))
@@ -53,6 +62,70 @@ def schedule(graph, consts, name="f"):
             group = None      # its table cotangents are whole arrays only once it has run
     _wire(steps, graph)
     return Program(graph.inputs, graph.outputs, consts, steps, _dead_after(steps, graph))
+
+
+def _rolls_moved_to_operands(graph):
+    """graph.ops, with each roll of a short elementwise expression rewritten as that
+    expression of rolled operands (the module's docstring); ops left unused are dropped."""
+    made = {o: op for op in graph.ops for o in op.outputs}
+    ops = []
+    for op in graph.ops:
+        replayed = _roll_through(op, made) if op.prim is prims.roll_p else None
+        ops.extend(replayed or [op])
+    if len(ops) == len(graph.ops):
+        return graph.ops
+    uses = Counter(x for op in ops for x in op.inputs if isinstance(x, Var))
+    uses.update(o for o in graph.outputs if isinstance(o, Var))
+    kept = []
+    for op in reversed(ops):
+        if op.prim.kind == "elementwise" and not any(uses[o] for o in op.outputs):
+            uses.subtract(x for x in op.inputs if isinstance(x, Var))
+            continue
+        kept.append(op)
+    return kept[::-1]
+
+
+def _roll_through(roll, made):
+    """The ops computing roll's output from rolled operands of the elementwise expression it
+    reads, or None where the expression is not one (or too long)."""
+    shape, new, rolled, replayed = roll.outputs[0].aval.shape, [], {}, []
+
+    def is_expression(x):
+        op = made.get(x)
+        return op is not None and op.prim.kind == "elementwise" and len(op.outputs) == 1 \
+            and not _complex(op)
+
+    def of(x, out=None):
+        if not isinstance(x, Var) or x.aval.shape == ():
+            return x                          # a scalar: the same at every element
+        if x.aval.shape != shape:
+            raise _Unmovable
+        if x not in rolled:
+            if is_expression(x):
+                replayed.append(x)
+                if len(replayed) > MAX_REPLAYED:
+                    raise _Unmovable
+                op = made[x]
+                ins = [of(i) for i in op.inputs]
+                y = out or Var(x.aval)
+                new.append(Op(op.prim, ins, [y], op.params, op.src))
+            else:
+                y = out or Var(x.aval)
+                new.append(Op(prims.roll_p, [x], [y], roll.params, roll.src))
+            rolled[x] = y
+        return rolled[x]
+
+    if not is_expression(roll.inputs[0]):
+        return None
+    try:
+        of(roll.inputs[0], out=roll.outputs[0])
+    except _Unmovable:
+        return None
+    return new
+
+
+class _Unmovable(Exception):
+    pass
 
 
 def _complex(op):
