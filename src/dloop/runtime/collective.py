@@ -17,13 +17,20 @@ RUNNERS = {}
 
 
 class CollectiveTape:
-    """A collective loop's token at run time: per step, (heap region, first element, shape)
-    per saved carry. `whole`: one region per carry holds every step's value (saved by a
-    step driver), so a driver can run the reverse steps too."""
-    __slots__ = ("trips", "regions", "lease", "whole")
+    """A collective loop's token at run time. Saved step by step: `regions`, per step,
+    (heap region, first element, shape) per carry. Saved by a step driver: `whole`, one region
+    per carry holding every step's value, so a driver can run the reverse steps too."""
+    __slots__ = ("trips", "regions", "lease", "whole", "shapes")
 
     def __init__(self, lease):
-        self.trips, self.regions, self.lease, self.whole = 0, [], lease, None
+        self.trips, self.regions, self.lease, self.whole, self.shapes = 0, [], lease, None, ()
+
+    def step(self, t):
+        """(heap region, first element, shape) per carry saved at step t."""
+        if self.whole is None:
+            return self.regions[t]
+        return [(region, t * int(np.prod(shape, dtype=np.int64)), shape)
+                for region, shape in zip(self.whole, self.shapes)]
 
 
 def _iterations(execution, bodies, info, bounds, carries, invs, each):
@@ -111,9 +118,7 @@ def _driven_tape(execution, entry, info, lo, hi, carries, invs, tape):
     # Addresses are taken after every allocation: a growing heap moves its buffer.
     bases = [heap.view(region).ctypes.data for region in whole]
     outs = _driven_forward(execution, entry, info, lo, hi, carries, invs, bases)
-    tape.regions = [[(region, t * c.size, tuple(c.shape)) for region, c in zip(whole, carries)]
-                    for t in range(trips)]
-    tape.trips, tape.whole = trips, whole
+    tape.trips, tape.whole, tape.shapes = trips, whole, [tuple(c.shape) for c in carries]
     return outs + [tape]
 
 
@@ -153,7 +158,7 @@ def run_cloop_bwd(execution, bodies, op, value):
     if entry is not None:
         plan = entry[0]
         values = [np.zeros((), info.index_dtype)] * prefix + \
-            [np.zeros(shape, region.dtype) for region, _, shape in tape.regions[0]] + \
+            [np.zeros(shape, region.dtype) for region, _, shape in tape.step(0)] + \
             [execution.host(v) for v in invs] + [execution.host(b) for b in carry_bars]
         owned = [True] * (prefix + info.n_carry) + [False] * len(invs) + [True] * nf
         arrays = steps.run(entry, values, owned, tape.trips, lo,
@@ -163,7 +168,7 @@ def run_cloop_bwd(execution, bodies, op, value):
     else:
         for t in reversed(range(tape.trips)):
             saved = [_saved(be, heap.view(region), start, shape)
-                     for region, start, shape in tape.regions[t]]
+                     for region, start, shape in tape.step(t)]
             index = [np.asarray(lo + t, dtype=info.index_dtype)] if prefix else []
             mark = execution.heap_mark()
             outs = execution.run_body(program, index + saved + list(invs) + carry_bars)

@@ -115,7 +115,7 @@ def run(entry, values, owned, trips, index_base, tape_bases, accumulators=(), re
               for compiled, _, _ in plan.calls]
     table = np.array([a.ctypes.data for a in arrays] + list(tape_bases) +
                      [a.ctypes.data for a in accumulators] + [f.ctypes.data for f in faults] +
-                     list(native.entries), dtype=np.uint64)
+                     list(native.entries) + [trips], dtype=np.uint64)
     chunks = [(t, min(t + CHUNK, trips)) for t in range(0, trips, CHUNK)]
     for first, last in reversed(chunks) if reverse else chunks:
         native.call(first, last, index_base, table.ctypes.data)

@@ -10,10 +10,13 @@ kernel's entry point (runtime/steps.py `run` fills it). Step t's carry k is
 tape_k + t * bytes_k, and its index is index_base + t. No address is a constant of the
 code, so a driver is kept in the disk cache like a kernel, under its LLVM IR.
 
-Forward, each step: save the carries to the tape (if taped), store the index, call the
-kernels, copy the new carries into the carry slots. Reverse, each step: load the step's
-carries from the tape into the body's primal inputs, store the index, call the kernels, copy
-the carry cotangents back, add the invariant cotangents into their accumulators."""
+Forward, each step: store the index, call the kernels, copy the new carries into the carry
+slots. Taped, the kernels read step t's carries from the tape itself and the new carries are
+copied into the tape's next row (into the carry slots after the last step; the first call
+copies the carry slots into row 0): one copy per carry and step. Reverse, each step: store
+the index, call the kernels on the step's carries in the tape, copy the carry cotangents
+back, add the invariant cotangents into their accumulators. The table ends with the number
+of steps of the whole run."""
 
 import ctypes
 
@@ -43,6 +46,28 @@ def build(plan, mode, n_index, n_carry, n_inv):
         b.call(memcpy, [dst, src, I64(nbytes), I1(0)])
 
     reverse = mode == "reverse"
+    ins = plan.inputs
+    carries = ins[n_index:n_index + n_carry]
+    outs = plan.outputs
+    bars = ins[n_index + n_carry + n_inv:] if reverse else []
+    n_acc = len(outs) - len(bars) if reverse else 0
+    faults = n_slots + n_carry + n_acc        # one flag array per kernel, zeroed per run
+    entries = faults + len(plan.calls)
+    trips = b.load(b.gep(table, [I64(entries + len(plan.calls))], inbounds=True,
+                         source_etype=I64), typ=I64)
+
+    def row(k, t):
+        return b.gep(address(n_slots + k), [b.mul(t, I64(plan.nbytes[carries[k]]))],
+                     inbounds=True, source_etype=ir.IntType(8))
+
+    if mode == "forward_taped":
+        copy_in, go = fn.append_basic_block("row0"), fn.append_basic_block("go")
+        b.cbranch(b.icmp_signed("==", first, I64(0)), copy_in, go)
+        b.position_at_end(copy_in)
+        for k, s in enumerate(carries):
+            copy(row(k, I64(0)), address(s), plan.nbytes[s])
+        b.branch(go)
+        b.position_at_end(go)
     head, body, done = (fn.append_basic_block(n) for n in ("head", "body", "done"))
     start = b.sub(last, I64(1)) if reverse else first
     entry = b.block
@@ -54,31 +79,18 @@ def build(plan, mode, n_index, n_carry, n_inv):
               body, done)
     b.position_at_end(body)
 
-    ins = plan.inputs
-    carries = ins[n_index:n_index + n_carry]
-    for k, s in enumerate(carries):
-        if mode == "forward":
-            break
-        at = b.gep(address(n_slots + k), [b.mul(t, I64(plan.nbytes[s]))], inbounds=True,
-                   source_etype=ir.IntType(8))
-        if reverse:
-            copy(address(s), at, plan.nbytes[s])
-        else:
-            copy(at, address(s), plan.nbytes[s])
+    # Taped, the kernels read the carries where the tape holds them.
+    at = {} if mode == "forward" else {s: row(k, t) for k, s in enumerate(carries)}
     if n_index:
         dtype = plan.slots[ins[0]].aval.dtype
         value = b.add(index_base, t)
         if dtype != np.int64:
             value = b.trunc(value, storage_type(dtype))
         b.store(value, address(ins[0]))
-    outs = plan.outputs
-    bars = ins[n_index + n_carry + n_inv:] if reverse else []
-    n_acc = len(outs) - len(bars) if reverse else 0
-    faults = n_slots + n_carry + n_acc        # one flag array per kernel, zeroed per run
-    entries = faults + len(plan.calls)
     for k, (compiled, n_threads, refs) in enumerate(plan.calls):
         args = [I64(0), I64(n_threads), I64(n_threads)]
-        args += [address(faults + k) if r is None else address(r) for r in refs]
+        args += [address(faults + k) if r is None else at[r] if r in at else address(r)
+                 for r in refs]
         kernel_type = ir.FunctionType(VOID, [I64] * 3 + [PTR] * len(refs))
         entry = b.inttoptr(b.load(b.gep(table, [I64(entries + k)], inbounds=True,
                                         source_etype=I64), typ=I64), kernel_type.as_pointer())
@@ -90,9 +102,15 @@ def build(plan, mode, n_index, n_carry, n_inv):
         for k, s in enumerate(outs[len(bars):]):
             _accumulate(b, fn, address(n_slots + n_carry + k), address(s),
                         plan.slots[s].aval)
-    else:
+    elif mode == "forward":
         for s_in, s_out in zip(carries, outs):
             copy(address(s_in), address(s_out), plan.nbytes[s_in])
+    else:
+        following = b.add(t, I64(1))
+        more = b.icmp_signed("<", following, trips)
+        for k, (s_in, s_out) in enumerate(zip(carries, outs)):
+            copy(b.select(more, row(k, following), address(s_in)), address(s_out),
+                 plan.nbytes[s_in])
     step = b.sub(t, I64(1)) if reverse else b.add(t, I64(1))
     t.add_incoming(step, b.block)
     b.branch(head)
