@@ -5,7 +5,9 @@ Fault flags are collected per launch and read where the backend synchronises any
 host step reads kernel output, before sizing reads arrays, and before results are handed back.
 Device memory is reached only through the backend (empty, zeros, upload, to_host, the heap)."""
 
+import os
 import sys
+import threading
 
 import numpy as np
 
@@ -21,12 +23,14 @@ from .host_ops import HOST_IMPLS
 
 class TapeHandle:
     """A taped loop's token at run time: trips per element, where its stacks live, and the
-    order its elements ran in (None where the kernel had none), which the reverse kernel
-    reuses: the same elements with the same trip counts."""
-    __slots__ = ("trips", "layouts", "lease", "order")
+    order its elements ran in (None: element order), which the reverse kernel reuses: the
+    same elements with the same trip counts. `decided`: the order was chosen for this work
+    (the kernel ran in an order), not merely absent."""
+    __slots__ = ("trips", "layouts", "lease", "order", "decided")
 
-    def __init__(self, trips, layouts, lease, order):
+    def __init__(self, trips, layouts, lease, order, decided):
         self.trips, self.layouts, self.lease, self.order = trips, layouts, lease, order
+        self.decided = decided
 
 
 class Execution:
@@ -128,8 +132,9 @@ class Execution:
             handle = env[token]
             layouts.update(handle.layouts)
             work.append(handle.trips)
-            orders.add(id(handle.order))
+            orders.add((id(handle.order), handle.decided))
         order = None
+        decided = plan.main.order_index is not None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
             order = self._order(plan.main, work + list(caps.values()))
@@ -137,7 +142,7 @@ class Execution:
             self._check_trips(plan, caps)
         elif n and work:
             handle = env[plan.external_tokens[0]]
-            same = len(orders) == 1 and handle.order is not None
+            same = len(orders) == 1 and handle.decided
             order = handle.order if same else self._order(plan.main, work)
         buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
         if n:
@@ -151,7 +156,8 @@ class Execution:
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
                 be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
-            env[v] = TapeHandle(arr, layouts, self.lease, order) if v.aval.is_tape else arr
+            env[v] = TapeHandle(arr, layouts, self.lease, order, decided) if v.aval.is_tape \
+                else arr
 
     def _check_index_width(self, plan, sizes):
         """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
@@ -199,8 +205,8 @@ class Execution:
         that order is nearly as good (_sorting_pays)."""
         if compiled.order_index is None:
             return None
-        total = sum(self._sizing_array(w).reshape(-1).astype(np.int64, copy=False)
-                    for w in work)
+        arrays = [self._sizing_array(w).reshape(-1).astype(np.int64, copy=False) for w in work]
+        total = arrays[0] if len(arrays) == 1 else sum(arrays)
         if not self._sorting_pays(total):
             return None
         return work_order(total, self._sizing_xp())
@@ -280,6 +286,8 @@ class Execution:
         self.sync()
         counts = self._sizing_array(buffers[kernel.buffer_index("counts")])
         counts = counts.reshape(len(kernel.counters), n)
+        if len(kernel.counters) == 1:
+            return {kernel.counters[0]: counts[0]}      # the buffer is this call's alone
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
     def _bind(self, kernel, plan, env, outs, layouts, n_counts, order=None):
@@ -298,8 +306,8 @@ class Execution:
                 table = kernel.buffers[spec.key[1]]
                 buffers.append(be.zeros(plan.vars[table.key].aval.size, spec.dtype))
             elif spec.kind == "order":
-                buffers.append(be.upload(order if order is not None else
-                                         np.arange(plan.n_threads, dtype=np.int64), np.int64))
+                buffers.append(be.upload(order, np.int64) if order is not None else
+                               _element_order(be, plan.n_threads))
             elif spec.kind == "counts":
                 buffers.append(be.zeros(len(kernel.counters) * n_counts, np.int64))
             elif spec.kind == "region":
@@ -308,6 +316,38 @@ class Execution:
             else:
                 buffers.append(getattr(layouts[spec.key], spec.kind))
         return buffers
+
+
+_IDENTITY = {}
+_IDENTITY_KEPT = 4
+_IDENTITY_LOCK = threading.Lock()
+
+
+def _identity_after_fork():
+    """A forked child starts with no cached orders and a lock no parent thread holds."""
+    global _IDENTITY_LOCK
+    _IDENTITY.clear()
+    _IDENTITY_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_identity_after_fork)
+
+
+def _element_order(backend, n):
+    """0 .. n-1 on the backend, read-only, for kernels compiled to run in an order that run
+    in element order: kept for the last few sizes, not made at every launch."""
+    key = (backend.name, n)
+    order = _IDENTITY.get(key)
+    if order is None:
+        host = np.arange(n, dtype=np.int64)
+        order = backend.upload(host, np.int64)
+        if isinstance(order, np.ndarray):
+            order.flags.writeable = False
+        with _IDENTITY_LOCK:
+            while len(_IDENTITY) >= _IDENTITY_KEPT:
+                _IDENTITY.pop(next(iter(_IDENTITY)))
+            _IDENTITY[key] = order
+    return order
 
 
 class DeviceLayout:
