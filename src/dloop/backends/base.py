@@ -111,6 +111,9 @@ class Backend:
     caps = Caps()
     xp = np
     synchronous = False
+    # heap_store and heap_load queue behind the launches before them (one CUDA stream), so a
+    # collective loop saves and loads its tape without waiting for the step's kernels.
+    stream_ordered = False
 
     def __init__(self):
         self._artifacts = {}

@@ -94,7 +94,7 @@ def run_cloop_tape(execution, bodies, op, value):
         _check_tape(tape.trips + 1, step_bytes, info)
         saved = []
         for c in cs:
-            c = execution.host(c)
+            c = execution.queued(c)
             dtype = np.dtype(c.dtype)
             region = lease.alloc(c.size * execution._slot_bytes(dtype), dtype, info.src)
             be.heap_store(heap.view(region), c)
@@ -172,11 +172,12 @@ def run_cloop_bwd(execution, bodies, op, value):
             index = [np.asarray(lo + t, dtype=info.index_dtype)] if prefix else []
             mark = execution.heap_mark()
             outs = execution.run_body(program, index + saved + list(invs) + carry_bars)
-            execution.sync()           # the step's kernels read tapes freed below
-            execution.heap_reset(mark)  # tapes of loops inside the body die with the step
+            if execution.heap_mark() != mark:
+                execution.sync()           # the step's kernels read tapes freed below
+                execution.heap_reset(mark)  # tapes of loops inside the body die with the step
             # The program returns the cotangents only (program.py).
             carry_bars = outs[:nf]
-            inv_bars = [acc + execution.host(g) for acc, g in zip(inv_bars, outs[nf:])]
+            inv_bars = [acc + execution.queued(g) for acc, g in zip(inv_bars, outs[nf:])]
     final = dict(zip(vjp.float_carries, carry_bars))
     return [final[k] for k in wrt.carries] + inv_bars
 

@@ -103,6 +103,11 @@ class Execution:
         self.sync()
         return self.backend.to_host(x)
 
+    def queued(self, x):
+        """x for more work on the device (a tape copy, an array-library add): no wait where
+        that work queues behind the launches that make x (backend.stream_ordered)."""
+        return self.backend.to_host(x) if self.backend.stream_ordered else self.host(x)
+
     def _host(self, executable, op, env):
         runner = RUNNERS.get(op.prim)
         if runner is not None:

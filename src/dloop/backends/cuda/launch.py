@@ -26,6 +26,7 @@ class CudaBackend(Backend):
     name = "cuda"
     caps = CUDA_CAPS
     xp = cupy
+    stream_ordered = True
 
     def __init__(self):
         super().__init__()
