@@ -125,3 +125,27 @@ def test_element_order_is_kept_read_only_and_reused(monkeypatch):
         for _ in range(3):
             np.testing.assert_allclose(f(x), 0.9 ** trips, rtol=1e-13)
     assert len(made) == 1 and len(decided) == 3        # once per call: the forward's
+
+
+@pytest.mark.parametrize("n", [999, 4001, 12345])
+def test_capacities_evaluated_in_parts_match_one_thread(n):
+    """trips = max(hi - lo, 0) * 3 + k, over threads, equals the whole-array evaluation bit
+    for bit, saturated elements (bounds near 2**63) included; a read broadcast along part of
+    the shape is evaluated whole."""
+    from dloop.adstack import capacity
+    from dloop.ir.graph import Aval, Var
+    rng = np.random.default_rng(n)
+    lo_v, hi_v, k_v = (Var(Aval((n,), np.dtype(np.int64))) for _ in range(3))
+    expr = capacity.Binary("+", capacity.Binary("*", capacity.trip_count(
+        capacity.Read(lo_v), capacity.Read(hi_v)), capacity.Const(3)), capacity.Read(k_v))
+    hi = rng.integers(-5, 300, n)
+    hi[::97] = 2 ** 63 - 1
+    env = {lo_v: rng.integers(0, 50, n), hi_v: hi, k_v: np.array(7)}
+    assert capacity._flat_reads(expr, env, (n,)) is not None
+    split = capacity.evaluate(expr, env, (n,))
+    with dl.config.override(num_threads=1):
+        whole = capacity.evaluate(expr, env, (n,))
+    np.testing.assert_array_equal(split, whole)
+    assert split.max() == capacity.SATURATED
+    env[lo_v] = rng.integers(0, 50, (1, n))[:, :n]
+    assert capacity._flat_reads(expr, env, (3, n)) is None

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import config
 from ..ir import prims
+from . import parallel
 from ..ir.graph import Lit, Var
 
 
@@ -235,10 +236,46 @@ def trip_count(lower, upper):
 
 def evaluate(expr, env, shape, xp=np):
     """Per-element int64 capacities, flattened in element order, computed with the array
-    namespace xp (NumPy on the host; a device's array library where sizing runs there)."""
+    namespace xp (NumPy on the host; a device's array library where sizing runs there).
+    On the host a large launch's elements are split over threads where the expression
+    allows (_flat_reads), with the same result bit for bit."""
     shape = tuple(shape)
-    out = xp.broadcast_to(xp.asarray(expr.evaluate(env, shape, xp)), shape)
-    return xp.ascontiguousarray(out, dtype=np.int64).reshape(-1)
+    n = int(np.prod(shape, dtype=np.int64))
+    chunks = parallel.parts(n, xp)
+    flat = _flat_reads(expr, env, shape) if len(chunks) > 1 else None
+    if flat is None:
+        out = xp.broadcast_to(xp.asarray(expr.evaluate(env, shape, xp)), shape)
+        return xp.ascontiguousarray(out, dtype=np.int64).reshape(-1)
+    out = np.empty(n, np.int64)
+
+    def part(_, lo, hi):
+        rows = {v: a if a.ndim == 0 else a[lo:hi] for v, a in flat.items()}
+        out[lo:hi] = expr.evaluate(rows, (hi - lo,), np)
+
+    parallel.run(part, chunks)
+    return out
+
+
+def _flat_reads(expr, env, shape):
+    """{var: its array flattened in element order, or a 0-d array} where `expr` only reads
+    arrays at the element's index (no gather, no range maximum) and each is one value or
+    one per element; else None (evaluated whole)."""
+    def plain(e):
+        if isinstance(e, Binary):
+            return plain(e.a) and plain(e.b)
+        return isinstance(e, (Const, Read))
+    if not plain(expr):
+        return None
+    flat = {}
+    for v in expr.vars():
+        a = np.asarray(env[v])
+        if a.size == 1:
+            flat[v] = a.reshape(())
+        elif a.shape == shape:
+            flat[v] = np.ascontiguousarray(a).reshape(-1)
+        else:
+            return None
+    return flat
 
 
 def capacities(op):
