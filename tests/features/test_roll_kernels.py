@@ -60,11 +60,13 @@ def test_pieces_of_a_kernel():
     assert wrap_pieces(kernel(*[(s, 64) for s in range(1, MAX_PIECES + 1)])) is None
 
 
-def test_heat_with_rolls_gradient_matches_finite_differences(backend):
-    """Two carries rolled both ways over 300 steps (two chunks of the cpu step driver)."""
+@pytest.mark.parametrize("n_steps", [299, 300])
+def test_heat_with_rolls_gradient_matches_finite_differences(backend, n_steps):
+    """Two carries rolled both ways over two chunks of a step driver's steps, an odd and an
+    even number of them (the cuda driver swaps buffers at every step)."""
     rng = np.random.default_rng(5)
     u0, v0 = rng.uniform(0.5, 1.5, 40), rng.uniform(-0.5, 0.5, 40)
-    steps = np.array(300)
+    steps = np.array(n_steps)
 
     def loss(u):
         def body(i, c):
@@ -76,6 +78,17 @@ def test_heat_with_rolls_gradient_matches_finite_differences(backend):
 
     g = dl.grad(loss)(u0)
     assert_close(g, finite_difference(loss, u0), rtol=1e-6, atol=1e-9)
+
+    def simulate(u, v):
+        for _ in range(n_steps):
+            u, v = (u + 0.1 * (np.roll(v, 3) - np.roll(u, -1)) - 0.01 * u ** 3,
+                    0.9 * v + 0.05 * np.roll(u, 1))
+        return u, v
+    out = dl.jit(lambda u: dl.fori_loop(0, steps, lambda i, c: (
+        c[0] + 0.1 * (np.roll(c[1], 3) - np.roll(c[0], -1)) - 0.01 * c[0] ** 3,
+        0.9 * c[1] + 0.05 * np.roll(c[0], 1)), (u, v0)))(u0)
+    for got, want in zip(out, simulate(u0, v0)):
+        assert_close(got, want, rtol=1e-13)
 
 
 def _kernels_made(monkeypatch):

@@ -1,5 +1,6 @@
 """Collective fori loops whose bodies are only kernels run their steps natively on the cpu
-backend (runtime/steps.py, backends/cpu/steps.py): the same results and gradients as the
+backend (runtime/steps.py, backends/cpu/steps.py) and from one loop of queued launches on
+cuda (backends/cuda/steps.py): the same results and gradients as the
 host-driven loop (the other backends), including invariant cotangents, integer carries,
 chunks of steps in both directions and faults; bodies that do not qualify fall back."""
 
@@ -9,6 +10,8 @@ import pytest
 import dloop as dl
 from dloop.runtime.execute import Execution
 from helpers import assert_close, finite_difference
+
+DRIVEN = ("cpu", "cuda")        # backends with a step driver
 
 
 def _count_host_steps(monkeypatch):
@@ -48,7 +51,7 @@ def test_many_steps_run_natively_with_the_numpy_adjoint(backend, monkeypatch):
         bar = bar * (1 - 0.4 - 0.03 * h ** 2) + 0.2 * (np.roll(bar, -1) + np.roll(bar, 1))
     assert_close(out, u, rtol=1e-13)
     assert_close(g, bar, rtol=1e-12)
-    if backend == "cpu":
+    if backend in DRIVEN:
         assert calls == []
 
 
@@ -77,7 +80,7 @@ def test_invariant_cotangents_and_integer_carries(backend, monkeypatch):
     assert_close(gu, finite_difference(lambda u: reference(u, p0), u0), rtol=1e-6)
     assert_close(gp, finite_difference(lambda p: reference(u0, p), p0), rtol=1e-6)
     np.testing.assert_array_equal(dl.jit(run)(u0, p0)[1], np.full(16, sum(range(30))))
-    if backend == "cpu":
+    if backend in DRIVEN:
         assert calls == []
 
 
@@ -95,7 +98,7 @@ def test_a_body_with_a_host_step_runs_host_driven_and_says_so(backend, capsys):
     with dl.config.override(debug=True):
         g = dl.grad(lambda u: (run(u) ** 3).sum())(u0)
     assert_close(g, finite_difference(reference, u0), rtol=1e-6)
-    if backend == "cpu":
+    if backend in DRIVEN:
         assert "runs host-driven: its body has a host step (reduce)" in capsys.readouterr().out
 
 
@@ -113,3 +116,18 @@ def test_an_index_fault_in_a_late_step_is_reported_and_the_next_call_is_right(ba
     with pytest.raises(dl.DloopIndexError):
         dl.grad(lambda x: loss(x, 600, np.array([1, 7, 0])))(x)
     assert_close(dl.grad(lambda x: loss(x, 600, perm))(x), np.ones(3), rtol=1e-12)
+
+
+def test_large_launches_on_cpu_use_the_thread_pool_instead(capsys):
+    """The cpu driver calls each kernel on one thread: a body launching 2**16 threads or
+    more runs host-driven, spreading each launch over the pool, and says why."""
+    from dloop.backends.base import available
+    if not available("cpu")[0]:
+        pytest.skip("needs the cpu backend")
+    u0 = np.linspace(0.0, 1.0, 70_000)
+    with dl.config.override(backend="cpu", debug=True):
+        out = dl.jit(lambda u: dl.fori_loop(0, 3, lambda i, u: np.roll(u, 1) * 0.5 + 1.0,
+                                            u))(u0)
+    assert_close(out, np.roll(u0, 3) * 0.125 + 1.75, rtol=1e-15)
+    assert "its launches (70,000 threads) are large enough for threads" in \
+        capsys.readouterr().out

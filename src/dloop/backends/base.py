@@ -114,6 +114,8 @@ class Backend:
     # heap_store and heap_load queue behind the launches before them (one CUDA stream), so a
     # collective loop saves and loads its tape without waiting for the step's kernels.
     stream_ordered = False
+    # The largest launch a step driver runs (runtime/steps.py); None: any.
+    max_step_threads = None
 
     def __init__(self):
         self._artifacts = {}
@@ -244,10 +246,15 @@ class Backend:
         """Wait for every launch so far (host backends launch synchronously)."""
 
     def step_driver(self, plan, mode, n_index, n_carry, n_inv):
-        """What runs many steps of a collective loop in one native call (runtime/steps.py):
-        `call(first, last, index_base, table)`, and `entries`, the kernels' entry points that
-        end the table; or None: the loop then runs host-driven."""
+        """What runs many steps of a collective loop in one call (runtime/steps.py):
+        `call(first, last, index_base, table)`, the table a NumPy uint64 array of device
+        addresses, and `entries`, the words that end the table before the step count (the
+        cpu kernels' entry points); or None: the loop then runs host-driven."""
         return None
+
+    def address(self, array):
+        """The device address of a device array's first element (step drivers' tables)."""
+        raise NotImplementedError
 
 
 class HostMemory:
@@ -262,6 +269,9 @@ class HostMemory:
 
     def upload(self, x, dtype):
         return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+
+    def address(self, array):
+        return array.__array_interface__["data"][0]
 
     def to_host(self, x):
         return x

@@ -66,10 +66,10 @@ def run_cloop(execution, bodies, op, value):
 
 def _driven_forward(execution, entry, info, lo, hi, carries, invs, tape_bases):
     plan = entry[0]
-    values = [np.zeros((), info.index_dtype)] + [execution.host(c) for c in carries] + \
-        [execution.host(v) for v in invs]
+    values = [np.zeros((), info.index_dtype)] + [execution.queued(c) for c in carries] + \
+        [execution.queued(v) for v in invs]
     owned = [True] * (1 + len(carries)) + [False] * len(invs)
-    arrays = steps.run(entry, values, owned, hi - lo, lo,
+    arrays = steps.run(execution.backend, entry, values, owned, hi - lo, lo,
                        list(tape_bases) + [0] * (len(carries) - len(tape_bases)))
     return [arrays[s] for s in plan.inputs[1:1 + len(carries)]]
 
@@ -109,14 +109,14 @@ def run_cloop_tape(execution, bodies, op, value):
 def _driven_tape(execution, entry, info, lo, hi, carries, invs, tape):
     """The taped forward sweep by the step driver: one region per carry for all steps."""
     heap, trips = execution.heap, hi - lo
-    carries = [execution.host(c) for c in carries]
+    carries = [execution.queued(c) for c in carries]
     whole = []
     for c in carries:
         dtype = np.dtype(c.dtype)
         whole.append(tape.lease.alloc(trips * c.size * execution._slot_bytes(dtype), dtype,
                                       info.src))
     # Addresses are taken after every allocation: a growing heap moves its buffer.
-    bases = [heap.view(region).ctypes.data for region in whole]
+    bases = [execution.backend.address(heap.view(region)) for region in whole]
     outs = _driven_forward(execution, entry, info, lo, hi, carries, invs, bases)
     tape.trips, tape.whole, tape.shapes = trips, whole, [tuple(c.shape) for c in carries]
     return outs + [tape]
@@ -149,7 +149,7 @@ def run_cloop_bwd(execution, bodies, op, value):
     program = bodies["vjp"]
     be, heap = execution.backend, execution.heap
     carry_bars = [bars[k] for k in vjp.float_carries]
-    inv_bars = [be.xp.zeros_like(execution.host(invs[k])) for k in vjp.invariants]
+    inv_bars = [be.xp.zeros_like(execution.queued(invs[k])) for k in vjp.invariants]
     lo = int(be.to_numpy(execution.host(bounds[0]))) if info.kind == "fori" else 0
     nf = len(vjp.float_carries)
     prefix = 1 if info.kind == "fori" else 0
@@ -158,11 +158,11 @@ def run_cloop_bwd(execution, bodies, op, value):
     if entry is not None:
         plan = entry[0]
         values = [np.zeros((), info.index_dtype)] * prefix + \
-            [np.zeros(shape, region.dtype) for region, _, shape in tape.step(0)] + \
-            [execution.host(v) for v in invs] + [execution.host(b) for b in carry_bars]
+            [None] * info.n_carry + \
+            [execution.queued(v) for v in invs] + [execution.queued(b) for b in carry_bars]
         owned = [True] * (prefix + info.n_carry) + [False] * len(invs) + [True] * nf
-        arrays = steps.run(entry, values, owned, tape.trips, lo,
-                           [heap.view(region).ctypes.data for region in tape.whole],
+        arrays = steps.run(be, entry, values, owned, tape.trips, lo,
+                           [be.address(heap.view(region)) for region in tape.whole],
                            inv_bars, reverse=True)
         carry_bars = [arrays[s] for s in plan.inputs[prefix + info.n_carry + len(invs):]]
     else:

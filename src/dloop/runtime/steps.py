@@ -6,7 +6,9 @@ allocated once per run), each kernel launch becomes a call on slots, and a step 
 copying the new carries into the carry slots. A backend turns a plan into a driver
 (`Backend.step_driver`); one that has none, or a body that does not qualify (a host step, an
 adstack to size, a launch large enough to want threads), runs host-driven as before, and
-the debug dump says why."""
+the debug dump says why. The cpu backend's driver is LLVM IR (backends/cpu/steps.py), the
+cuda backend's a Python loop of launches and copies queued on its stream
+(backends/cuda/steps.py)."""
 
 from dataclasses import dataclass
 
@@ -15,11 +17,6 @@ import numpy as np
 from ..config import config
 from ..ir.graph import Var
 from . import faults as fault_check
-
-# Launches this small run on one thread anyway (backends/cpu: _MIN_PARALLEL_FLAT); larger
-# ones keep the host-driven loop, which spreads each launch over the thread pool.
-MAX_THREADS = 1 << 16
-
 
 @dataclass
 class StepPlan:
@@ -30,9 +27,10 @@ class StepPlan:
     nbytes: list           # bytes per slot
 
 
-def plan_steps(executable, src):
-    """The StepPlan of a body program, or None (with the reason in the debug dump)."""
-    reason = _unsuitable(executable)
+def plan_steps(executable, src, max_threads=None):
+    """The StepPlan of a body program, or None (with the reason in the debug dump).
+    max_threads: the largest launch the backend's driver runs (None: any)."""
+    reason = _unsuitable(executable, max_threads)
     if reason is not None:
         if config.debug:
             print(f"dloop: the collective loop at {src} runs host-driven: {reason}")
@@ -59,7 +57,7 @@ def plan_steps(executable, src):
     return StepPlan(slots, calls, inputs, outputs, nbytes)
 
 
-def _unsuitable(executable):
+def _unsuitable(executable, max_threads):
     program = executable.program
     if program.consts:
         return "its body holds constants"
@@ -69,7 +67,9 @@ def _unsuitable(executable):
             return f"its body has a host step ({host_op.prim.name})"
         if plan.nests or plan.counting or plan.external_tokens:
             return "its body sizes adstacks at every step"
-        if not 0 < plan.n_threads < MAX_THREADS:
+        if plan.n_threads <= 0:
+            return "it has an empty launch"
+        if max_threads is not None and plan.n_threads >= max_threads:
             return f"its launches ({plan.n_threads:,} threads) are large enough for threads"
         for spec in plan.main.kernel.buffers:
             if spec.kind not in ("in", "out", "faults"):
@@ -92,34 +92,41 @@ def driver(execution, body, mode, src, n_index, n_carry, n_inv):
     the loop runs host-driven."""
     cache = body.step_drivers
     if mode not in cache:
-        plan = plan_steps(body, src)
+        backend = execution.backend
+        plan = plan_steps(body, src, backend.max_step_threads)
         native = None if plan is None else \
-            execution.backend.step_driver(plan, mode, n_index, n_carry, n_inv)
+            backend.step_driver(plan, mode, n_index, n_carry, n_inv)
         cache[mode] = None if native is None else (plan, native)
     return cache[mode]
 
 
-def run(entry, values, owned, trips, index_base, tape_bases, accumulators=(), reverse=False):
+def run(backend, entry, values, owned, trips, index_base, tape_bases, accumulators=(),
+        reverse=False):
     """Run steps 0 .. trips - 1 (last first in reverse). values: the body's inputs, the
-    `owned` ones copied into slots the steps overwrite (carries). Returns the slot arrays."""
+    `owned` ones copied into slots the steps overwrite (carries). Returns the slot arrays
+    (device arrays of the backend). A value None: the slot is not read (a reverse step's
+    primal carries, which its kernels read in the tape)."""
     plan, native = entry
-    arrays = [None] * len(plan.slots)
+    xp, arrays = backend.xp, [None] * len(plan.slots)
     for s, value, own in zip(plan.inputs, values, owned):
+        if value is None:
+            continue
         dtype = plan.slots[s].aval.dtype
-        arrays[s] = np.array(value, dtype=dtype, order="C", copy=True) if own else \
-            np.ascontiguousarray(value, dtype=dtype)
+        arrays[s] = xp.array(xp.asarray(value), dtype=dtype, order="C", copy=True) if own \
+            else backend.upload(value, dtype)
     for s, var in enumerate(plan.slots):
         if arrays[s] is None:
-            arrays[s] = np.empty(var.aval.shape, var.aval.dtype)
-    faults = [np.zeros(1 + len(compiled.kernel.faults), np.int64)
+            arrays[s] = backend.empty(var.aval.shape, var.aval.dtype)
+    faults = [backend.zeros(1 + len(compiled.kernel.faults), np.int64)
               for compiled, _, _ in plan.calls]
-    table = np.array([a.ctypes.data for a in arrays] + list(tape_bases) +
-                     [a.ctypes.data for a in accumulators] + [f.ctypes.data for f in faults] +
-                     list(native.entries) + [trips], dtype=np.uint64)
+    table = np.array([backend.address(a) for a in arrays] + list(tape_bases) +
+                     [backend.address(a) for a in accumulators] +
+                     [backend.address(f) for f in faults] + list(native.entries) + [trips],
+                     dtype=np.uint64)
     chunks = [(t, min(t + CHUNK, trips)) for t in range(0, trips, CHUNK)]
     for first, last in reversed(chunks) if reverse else chunks:
-        native.call(first, last, index_base, table.ctypes.data)
+        native.call(first, last, index_base, table)
         for (compiled, _, _), flags in zip(plan.calls, faults):
             if compiled.faults_index is not None:
-                fault_check.check(compiled.kernel, flags, {})
+                fault_check.check(compiled.kernel, backend.to_numpy(flags), {})
     return arrays

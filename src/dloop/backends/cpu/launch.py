@@ -95,6 +95,9 @@ class CpuBackend(HostMemory, Backend):
     without loops use the scalar renderer, whose thread loop LLVM vectorizes by itself."""
     name = "cpu"
     simd = True
+    # Launches this small run on one thread anyway (_MIN_PARALLEL_FLAT); a body with larger
+    # ones runs host-driven, which spreads each launch over the thread pool.
+    max_step_threads = 1 << 16
 
     def __init__(self):
         super().__init__()

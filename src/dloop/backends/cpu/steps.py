@@ -125,9 +125,11 @@ class Driver:
 
     def __init__(self, loaded, plan):
         self.loaded = loaded            # keeps the machine code alive
-        self.call = loaded.call
         self.entries = [ctypes.cast(compiled.artifact.call, ctypes.c_void_p).value
                         for compiled, _, _ in plan.calls]
+
+    def call(self, first, last, index_base, table):
+        self.loaded.call(first, last, index_base, table.ctypes.data)
 
 
 def _accumulate(b, fn, acc, g, aval):

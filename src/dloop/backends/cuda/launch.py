@@ -10,9 +10,8 @@ import numpy as np
 
 from ..base import Backend
 from .compile import compile_cuda, header_text, nvrtc_version
-from .render import CUDA_CAPS, KERNEL_NAME, Renderer
-
-BLOCK = 256
+from .render import BLOCK, CUDA_CAPS, KERNEL_NAME, Renderer
+from .steps import StepDriver
 
 
 class CudaKernel:
@@ -111,6 +110,12 @@ class CudaBackend(Backend):
         return [(e, r) for e, r in self._retired if not e.done]
 
     # -- execution --
+    def step_driver(self, plan, mode, n_index, n_carry, n_inv):
+        return StepDriver(plan, mode, n_index, n_carry, n_inv)
+
+    def address(self, array):
+        return array.data.ptr
+
     def launch(self, kernel, n_threads, buffers):
         grid = (n_threads + BLOCK - 1) // BLOCK
         kernel.function((grid,), (BLOCK,), (np.int64(n_threads), *buffers))

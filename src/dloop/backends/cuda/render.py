@@ -17,6 +17,7 @@ CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True, tape_lane
 
 HEADER = "dloop/adstack.cuh"      # the include name of _native/cuda/adstack.cuh
 KERNEL_NAME = "dloop_kernel"
+BLOCK = 256            # threads per block of every launch
 # Buffers a kernel only reads: const __restrict__ lets the compiler use the read-only cache.
 _READ_ONLY = ("in", "start", "cap", "order")
 

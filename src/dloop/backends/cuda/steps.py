@@ -1,0 +1,108 @@
+"""STAGE 5 — cuda: a collective loop's steps (runtime/steps.py) as launches and copies queued
+on the current stream from one Python loop, with the addresses worked out once per call.
+
+The host-driven loop runs the body's program at every step: allocation, binding, a fault
+buffer and a tape copy per launch, about 60 us of Python a step against a few of GPU work.
+Here a step is its kernel launches on raw addresses, in the cpu driver's order
+(backends/cpu/steps.py), with no copy of a carry: taped, the kernels read step t's carries in
+the tape and write the new ones into its next row (into the carry slots at the last step);
+untaped, and for the carry cotangents in reverse, the kernels read one of two buffers and
+write the other, swapped at every step, and one copy at the end leaves the result where the
+caller reads it. (Where two carries come out of one value, the cpu driver's copies are used.)
+Reverse, the kernels read the carries in the tape and the invariant cotangents are added
+into their accumulators. The index of a fori loop is read from a device array of the
+chunk's indices, not written at every step. Nothing waits for the device: runtime/steps.py
+reads the fault flags after each chunk of steps."""
+
+import cupy
+import numpy as np
+
+from .render import BLOCK
+
+_D2D = cupy.cuda.runtime.memcpyDeviceToDevice
+
+
+class StepDriver:
+    def __init__(self, plan, mode, n_index, n_carry, n_inv):
+        self.plan, self.mode = plan, mode
+        self.n_index, self.n_carry = n_index, n_carry
+        ins = plan.inputs
+        self.carries = ins[n_index:n_index + n_carry]
+        self.bars = ins[n_index + n_carry + n_inv:] if mode == "reverse" else []
+        # (slot read, slot written) per carry whose buffers a step may swap or redirect
+        pairs = list(zip(self.bars, plan.outputs)) if mode == "reverse" else \
+            list(zip(self.carries, plan.outputs))
+        outs = [o for _, o in pairs]
+        self.direct = len(set(outs)) == len(outs) and not set(outs) & set(ins)
+        self.pairs = pairs
+        self.entries = [0] * len(plan.calls)      # the cpu driver's kernel addresses: none
+        self.launches = [(compiled.artifact.function, np.int64(n), (n + BLOCK - 1) // BLOCK,
+                          refs) for compiled, n, refs in plan.calls]
+
+    def call(self, first, last, index_base, table):
+        plan, mode = self.plan, self.mode
+        n_slots, n_carry = len(plan.slots), self.n_carry
+        address = [int(a) for a in table]
+        n_acc = len(plan.outputs) - len(self.bars) if mode == "reverse" else 0
+        faults = n_slots + n_carry + n_acc
+        trips = address[-1]
+        stream = cupy.cuda.get_current_stream().ptr
+        nbytes = [plan.nbytes[s] for s in self.carries]
+        indices = None
+        if self.n_index:
+            slot = plan.inputs[0]
+            dtype = plan.slots[slot].aval.dtype
+            indices = cupy.arange(index_base + first, index_base + last, dtype=dtype)
+            index_at, index_size = indices.data.ptr, dtype.itemsize
+        accumulate = []
+        if mode == "reverse":
+            grads = plan.outputs[len(self.bars):]
+            accumulate = [(_view(address[n_slots + n_carry + k], plan.slots[s].aval),
+                           _view(address[s], plan.slots[s].aval)) for k, s in enumerate(grads)]
+        steps = range(last - 1, first - 1, -1) if mode == "reverse" else range(first, last)
+        if mode == "forward_taped" and first == 0:
+            for k, s in enumerate(self.carries):
+                _copy(address[n_slots + k], address[s], nbytes[k], stream)
+        direct, pairs = self.direct, self.pairs
+        for t in steps:
+            at = {} if mode == "forward" else \
+                {s: address[n_slots + k] + t * nbytes[k] for k, s in enumerate(self.carries)}
+            if indices is not None:
+                at[plan.inputs[0]] = index_at + (t - first) * index_size
+            # Steps done before this one: their parity says which buffer holds the carry.
+            swapped = direct and mode != "forward_taped" and \
+                (trips - 1 - t if mode == "reverse" else t) % 2 == 1
+            if swapped:
+                for s_in, s_out in pairs:
+                    at[s_in], at[s_out] = address[s_out], address[s_in]
+            elif direct and mode == "forward_taped":
+                for k, (s_in, s_out) in enumerate(pairs):
+                    at[s_out] = address[s_in] if t + 1 == trips else \
+                        address[n_slots + k] + (t + 1) * nbytes[k]
+            for k, (function, n, blocks, refs) in enumerate(self.launches):
+                args = [address[faults + k] if r is None else at.get(r, address[r])
+                        for r in refs]
+                function((blocks,), (BLOCK,), (n, *args))
+            for acc, g in accumulate:
+                cupy.add(acc, g, out=acc)
+            last_step = t == (0 if mode == "reverse" else trips - 1)
+            if not direct:
+                for k, (s_in, s_out) in enumerate(pairs):
+                    to = address[n_slots + k] + (t + 1) * nbytes[k] \
+                        if mode == "forward_taped" and not last_step else address[s_in]
+                    _copy(to, address[s_out], plan.nbytes[s_in], stream)
+            elif mode != "forward_taped" and last_step and not swapped:
+                for s_in, s_out in pairs:       # the result is in the written buffer
+                    _copy(address[s_in], address[s_out], plan.nbytes[s_in], stream)
+
+
+def _copy(dst, src, nbytes, stream):
+    if nbytes:
+        cupy.cuda.runtime.memcpyAsync(dst, src, nbytes, _D2D, stream)
+
+
+def _view(address, aval):
+    """The device array at `address` (memory the run owns elsewhere)."""
+    nbytes = int(np.prod(aval.shape, dtype=np.int64)) * aval.dtype.itemsize
+    memory = cupy.cuda.UnownedMemory(address, nbytes, None)
+    return cupy.ndarray(aval.shape, aval.dtype, cupy.cuda.MemoryPointer(memory, 0))
