@@ -12,7 +12,11 @@ caller reads it. (Where two carries come out of one value, the cpu driver's copi
 Reverse, the kernels read the carries in the tape and the invariant cotangents are added
 into their accumulators. The index of a fori loop is read from a device array of the
 chunk's indices, not written at every step. Nothing waits for the device: runtime/steps.py
-reads the fault flags after each chunk of steps."""
+reads the fault flags after each chunk of steps. Kernels are launched through the driver
+API with a parameter block made once per call and rewritten in place at each step: CuPy's
+own launch converts every argument at every call, several microseconds a launch."""
+
+import ctypes
 
 import cupy
 import numpy as np
@@ -64,6 +68,9 @@ class StepDriver:
             for k, s in enumerate(self.carries):
                 _copy(address[n_slots + k], address[s], nbytes[k], stream)
         direct, pairs = self.direct, self.pairs
+        launch = cupy.cuda.driver.launchKernel
+        kernels = [_Parameters(function, n, grid, refs, address[faults + k])
+                   for k, (function, n, grid, refs) in enumerate(self.launches)]
         for t in steps:
             at = {} if mode == "forward" else \
                 {s: address[n_slots + k] + t * nbytes[k] for k, s in enumerate(self.carries)}
@@ -79,10 +86,11 @@ class StepDriver:
                 for k, (s_in, s_out) in enumerate(pairs):
                     at[s_out] = address[s_in] if t + 1 == trips else \
                         address[n_slots + k] + (t + 1) * nbytes[k]
-            for k, (function, n, blocks, refs) in enumerate(self.launches):
-                args = [address[faults + k] if r is None else at.get(r, address[r])
-                        for r in refs]
-                function((blocks,), (BLOCK,), (n, *args))
+            for p in kernels:
+                values = p.values
+                for i, r in p.slots:
+                    values[i] = at.get(r, address[r])
+                launch(p.function, p.grid, 1, 1, BLOCK, 1, 1, 0, stream, p.pointers, 0)
             for acc, g in accumulate:
                 cupy.add(acc, g, out=acc)
             last_step = t == (0 if mode == "reverse" else trips - 1)
@@ -94,6 +102,22 @@ class StepDriver:
             elif mode != "forward_taped" and last_step and not swapped:
                 for s_in, s_out in pairs:       # the result is in the written buffer
                     _copy(address[s_in], address[s_out], plan.nbytes[s_in], stream)
+
+
+class _Parameters:
+    """One kernel's launch: its arguments (the thread count, then one address per buffer,
+    all 8 bytes) in a block the steps rewrite, and the array of pointers to them that
+    cuLaunchKernel reads."""
+
+    def __init__(self, function, n, grid, refs, faults):
+        self.function, self.grid = function.ptr, grid
+        self.values = (ctypes.c_uint64 * (1 + len(refs)))(int(n), *[
+            faults if r is None else 0 for r in refs])
+        base = ctypes.addressof(self.values)
+        self._pointers = (ctypes.c_void_p * (1 + len(refs)))(
+            *[base + 8 * i for i in range(1 + len(refs))])
+        self.pointers = ctypes.addressof(self._pointers)
+        self.slots = [(i, r) for i, r in enumerate(refs, 1) if r is not None]
 
 
 def _copy(dst, src, nbytes, stream):
