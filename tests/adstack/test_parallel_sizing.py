@@ -31,6 +31,14 @@ def test_scan_gather_scatter_match_numpy(n):
     expected = np.empty(n, np.int64)
     expected[perm] = values
     np.testing.assert_array_equal(out, expected)
+    start, total = parallel.starts_in_order(values, perm)
+    in_order = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(values[perm][:-1], out=in_order[1:])
+    expected = np.empty(n, np.int64)
+    expected[perm] = in_order
+    np.testing.assert_array_equal(start, expected)
+    assert total == int(values.sum())
 
 
 @pytest.mark.parametrize("n", [0, 1, 999, 4001, 12345])

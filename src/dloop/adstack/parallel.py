@@ -106,6 +106,36 @@ def exclusive_cumsum(values, xp=np):
     return out
 
 
+def starts_in_order(cap, order, xp=np):
+    """(start, total): each element's slice start when the slices of `cap` are laid out in
+    `order` (start[order] = exclusive_cumsum(cap[order])), and their sum. On threads, two
+    passes over the parts (gather and sum; scan and scatter) instead of one per step."""
+    chunks = parts(order.size, xp)
+    if len(chunks) == 1:
+        ordered = cap[order]
+        running = exclusive_cumsum(ordered, xp)
+        start = xp.empty_like(cap)
+        start[order] = running
+        return start, int(running[-1] + ordered[-1]) if cap.size else 0
+    ordered = np.empty(order.size, np.int64)
+
+    def gather(c, lo, hi):
+        np.take(cap, order[lo:hi], out=ordered[lo:hi])
+        return int(ordered[lo:hi].sum())
+    sums = np.array(run(gather, chunks), np.int64)
+    offsets = np.cumsum(sums) - sums
+    start = np.empty_like(cap)
+
+    def place(c, lo, hi):
+        running = np.empty(hi - lo, np.int64)
+        running[0] = 0
+        np.cumsum(ordered[lo:hi - 1], out=running[1:])
+        running += offsets[c]
+        start[order[lo:hi]] = running
+    run(place, chunks)
+    return start, int(sums.sum())
+
+
 def scatter(out, indices, values, xp=np):
     """out[indices] = values, for indices without repeats (a permutation)."""
     chunks = parts(indices.size, xp)
