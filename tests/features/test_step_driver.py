@@ -131,3 +131,28 @@ def test_large_launches_on_cpu_use_the_thread_pool_instead(capsys):
     assert_close(out, np.roll(u0, 3) * 0.125 + 1.75, rtol=1e-15)
     assert "its launches (70,000 threads) are large enough for threads" in \
         capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n_steps", [7, 300])
+def test_two_carries_out_of_one_value(backend, n_steps):
+    """A body returning one value as both carries: the drivers copy the carries after each
+    step instead of writing them in place (runtime/steps.py carry_pairs)."""
+    u0, v0 = np.linspace(0.5, 1.0, 24), np.linspace(-0.2, 0.2, 24)
+    steps = np.array(n_steps)
+
+    def run(u):
+        def body(i, c):
+            w = 0.6 * np.roll(c[0], 1) + 0.3 * c[1] + 0.01
+            return w, w
+        return dl.fori_loop(0, steps, body, (u, v0))
+
+    def reference(u):
+        v = v0
+        for _ in range(n_steps):
+            u = v = 0.6 * np.roll(u, 1) + 0.3 * v + 0.01
+        return u, v
+    for got, want in zip(dl.jit(run)(u0), reference(u0)):
+        assert_close(got, want, rtol=1e-13)
+    loss = lambda u: (run(u)[0] ** 2).sum()  # noqa: E731
+    assert_close(dl.grad(loss)(u0),
+                 finite_difference(lambda u: (reference(u)[0] ** 2).sum(), u0), rtol=1e-6)

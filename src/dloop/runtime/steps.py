@@ -57,6 +57,18 @@ def plan_steps(executable, src, max_threads=None):
     return StepPlan(slots, calls, inputs, outputs, nbytes)
 
 
+def carry_pairs(plan, mode, n_index, n_carry, n_inv):
+    """(slot read, slot written) per carry (per carry cotangent in reverse), and whether a
+    driver may point the writes elsewhere (into the tape's next row, or the other buffer of
+    a swapped pair): each pair's written slot is its own and no input's."""
+    ins = plan.inputs
+    read = ins[n_index + n_carry + n_inv:] if mode == "reverse" else \
+        ins[n_index:n_index + n_carry]
+    pairs = list(zip(read, plan.outputs))
+    written = [o for _, o in pairs]
+    return pairs, len(set(written)) == len(written) and not set(written) & set(ins)
+
+
 def _unsuitable(executable, max_threads):
     program = executable.program
     if program.consts:

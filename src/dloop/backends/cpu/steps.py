@@ -10,19 +10,21 @@ kernel's entry point (runtime/steps.py `run` fills it). Step t's carry k is
 tape_k + t * bytes_k, and its index is index_base + t. No address is a constant of the
 code, so a driver is kept in the disk cache like a kernel, under its LLVM IR.
 
-Forward, each step: store the index, call the kernels, copy the new carries into the carry
-slots. Taped, the kernels read step t's carries from the tape itself and the new carries are
-copied into the tape's next row (into the carry slots after the last step; the first call
-copies the carry slots into row 0): one copy per carry and step. Reverse, each step: store
-the index, call the kernels on the step's carries in the tape, copy the carry cotangents
-back, add the invariant cotangents into their accumulators. The table ends with the number
-of steps of the whole run."""
+Each step stores the index and calls the kernels. Taped, they read step t's carries in the
+tape itself (the first call copies the carry slots into row 0) and write the new carries into
+its next row (into the carry slots at the last step). Untaped, and for the carry cotangents
+in reverse, they read one of two buffers and write the other, swapped at every step; one copy
+after the last step leaves the result in the slot the caller reads. Where two carries come
+out of one value (runtime/steps.py carry_pairs), the writes stay put and are copied after
+each step instead. Reverse steps add the invariant cotangents into their accumulators. The
+table ends with the number of steps of the whole run."""
 
 import ctypes
 
 import numpy as np
 from llvmlite import ir
 
+from ...runtime.steps import carry_pairs
 from .types import I1, I64, PTR, VOID, storage_type
 
 
@@ -51,6 +53,7 @@ def build(plan, mode, n_index, n_carry, n_inv):
     outs = plan.outputs
     bars = ins[n_index + n_carry + n_inv:] if reverse else []
     n_acc = len(outs) - len(bars) if reverse else 0
+    pairs, direct = carry_pairs(plan, mode, n_index, n_carry, n_inv)
     faults = n_slots + n_carry + n_acc        # one flag array per kernel, zeroed per run
     entries = faults + len(plan.calls)
     trips = b.load(b.gep(table, [I64(entries + len(plan.calls))], inbounds=True,
@@ -81,6 +84,18 @@ def build(plan, mode, n_index, n_carry, n_inv):
 
     # Taped, the kernels read the carries where the tape holds them.
     at = {} if mode == "forward" else {s: row(k, t) for k, s in enumerate(carries)}
+    following = b.add(t, I64(1))
+    more = b.icmp_signed("<", following, trips)
+    swapped = None
+    if direct and mode == "forward_taped":
+        for k, (s_in, s_out) in enumerate(pairs):
+            at[s_out] = b.select(more, row(k, following), address(s_in))
+    elif direct:
+        done_steps = b.sub(b.sub(trips, I64(1)), t) if reverse else t
+        swapped = b.icmp_signed("!=", b.and_(done_steps, I64(1)), I64(0))
+        for s_in, s_out in pairs:
+            a_in, a_out = address(s_in), address(s_out)
+            at[s_in], at[s_out] = b.select(swapped, a_out, a_in), b.select(swapped, a_in, a_out)
     if n_index:
         dtype = plan.slots[ins[0]].aval.dtype
         value = b.add(index_base, t)
@@ -95,22 +110,23 @@ def build(plan, mode, n_index, n_carry, n_inv):
         entry = b.inttoptr(b.load(b.gep(table, [I64(entries + k)], inbounds=True,
                                         source_etype=I64), typ=I64), kernel_type.as_pointer())
         b.call(entry, args)
-    if reverse:
-        grads = outs[:len(bars)]        # the VJP body returns cotangents only
-        for s_in, s_out in zip(bars, grads):
+    for k, s in enumerate(outs[len(bars):] if reverse else ()):
+        _accumulate(b, fn, address(n_slots + n_carry + k), address(s), plan.slots[s].aval)
+    if not direct:
+        for k, (s_in, s_out) in enumerate(pairs):
+            to = b.select(more, row(k, following), address(s_in)) \
+                if mode == "forward_taped" else address(s_in)
+            copy(to, address(s_out), plan.nbytes[s_in])
+    elif swapped is not None:
+        # After the last step the result is in the written buffer unless it was swapped.
+        last_step = b.icmp_signed("==", t, I64(0)) if reverse else b.not_(more)
+        settle, stepped = fn.append_basic_block("settle"), fn.append_basic_block("stepped")
+        b.cbranch(b.and_(last_step, b.not_(swapped)), settle, stepped)
+        b.position_at_end(settle)
+        for s_in, s_out in pairs:
             copy(address(s_in), address(s_out), plan.nbytes[s_in])
-        for k, s in enumerate(outs[len(bars):]):
-            _accumulate(b, fn, address(n_slots + n_carry + k), address(s),
-                        plan.slots[s].aval)
-    elif mode == "forward":
-        for s_in, s_out in zip(carries, outs):
-            copy(address(s_in), address(s_out), plan.nbytes[s_in])
-    else:
-        following = b.add(t, I64(1))
-        more = b.icmp_signed("<", following, trips)
-        for k, (s_in, s_out) in enumerate(zip(carries, outs)):
-            copy(b.select(more, row(k, following), address(s_in)), address(s_out),
-                 plan.nbytes[s_in])
+        b.branch(stepped)
+        b.position_at_end(stepped)
     step = b.sub(t, I64(1)) if reverse else b.add(t, I64(1))
     t.add_incoming(step, b.block)
     b.branch(head)

@@ -21,6 +21,7 @@ import ctypes
 import cupy
 import numpy as np
 
+from ...runtime.steps import carry_pairs
 from .render import BLOCK
 
 _D2D = cupy.cuda.runtime.memcpyDeviceToDevice
@@ -33,12 +34,7 @@ class StepDriver:
         ins = plan.inputs
         self.carries = ins[n_index:n_index + n_carry]
         self.bars = ins[n_index + n_carry + n_inv:] if mode == "reverse" else []
-        # (slot read, slot written) per carry whose buffers a step may swap or redirect
-        pairs = list(zip(self.bars, plan.outputs)) if mode == "reverse" else \
-            list(zip(self.carries, plan.outputs))
-        outs = [o for _, o in pairs]
-        self.direct = len(set(outs)) == len(outs) and not set(outs) & set(ins)
-        self.pairs = pairs
+        self.pairs, self.direct = carry_pairs(plan, mode, n_index, n_carry, n_inv)
         self.entries = [0] * len(plan.calls)      # the cpu driver's kernel addresses: none
         self.launches = [(compiled.artifact.function, np.int64(n), (n + BLOCK - 1) // BLOCK,
                           refs) for compiled, n, refs in plan.calls]
