@@ -156,3 +156,20 @@ def test_two_carries_out_of_one_value(backend, n_steps):
     loss = lambda u: (run(u)[0] ** 2).sum()  # noqa: E731
     assert_close(dl.grad(loss)(u0),
                  finite_difference(lambda u: (reference(u)[0] ** 2).sum(), u0), rtol=1e-6)
+
+
+def test_repeated_calls_with_new_values(backend):
+    """The same loop called again and again with new values of the same shape: drivers are
+    kept per body program, and each call must read that call's values."""
+    steps = np.array(40)
+    base = 1.0 + 0.3 * np.sin(np.linspace(0, 2 * np.pi, 64, endpoint=False))
+    f = dl.jit(lambda u: _heat(u, steps, 0.2))
+    g = dl.grad(lambda u: (_heat(u, steps, 0.2) ** 2).sum())
+    for k in range(5):
+        u0 = base * (1.0 + 0.05 * k)
+        u, history = _heat_numpy(u0, 40, 0.2)
+        bar = 2 * u
+        for h in reversed(history):
+            bar = bar * (1 - 0.4 - 0.03 * h ** 2) + 0.2 * (np.roll(bar, -1) + np.roll(bar, 1))
+        assert_close(f(u0), u, rtol=1e-13)
+        assert_close(g(u0), bar, rtol=1e-12)
