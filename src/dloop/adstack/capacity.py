@@ -28,28 +28,39 @@ _LIMIT = float(SATURATED)
 def _checked(name, a, b, xp):
     """xp.<name>(a, b) in int64, saturated at +-2**62 where the exact result would pass it: a
     float64 twin of the computation flags those elements (its rounding is far below the
-    margin). The operands' magnitudes usually show at once that nothing can pass it."""
+    margin). On the host the operands' magnitudes usually show at once that nothing can pass
+    it; on a device, reading them would wait for the device, so the twin always runs."""
     op = getattr(xp, name)
-    ma, mb = _magnitude(a, xp), _magnitude(b, xp)
-    a, b = xp.asarray(a, dtype=np.int64), xp.asarray(b, dtype=np.int64)
-    if (ma * mb if name == "multiply" else ma + mb) < SATURATED:
-        return op(a, b)
+    if _scalar(a) and _scalar(b):
+        exact = getattr(int, {"add": "__add__", "subtract": "__sub__",
+                              "multiply": "__mul__"}[name])(int(a), int(b))
+        return np.int64(max(-SATURATED, min(SATURATED, exact)))
+    if xp is np:
+        ma, mb = _magnitude(a), _magnitude(b)
+        if (ma * mb if name == "multiply" else ma + mb) < SATURATED:
+            return op(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    # A scalar stays a Python number: on a device it would be a transfer per operation.
+    a, b = (int(x) if _scalar(x) else xp.asarray(x, dtype=np.int64) for x in (a, b))
     with np.errstate(over="ignore"):
         exact = op(a, b)
-        approx = op(a.astype(np.float64), b.astype(np.float64))
+        approx = op(*(float(x) if isinstance(x, int) else x.astype(np.float64) for x in (a, b)))
     return xp.where(xp.abs(approx) < _LIMIT, exact,
                     xp.clip(approx, -_LIMIT, _LIMIT).astype(np.int64))
 
 
-def _magnitude(x, xp):
-    """max |x|, read from the device in one transfer (a scalar needs none)."""
-    if np.ndim(x) == 0 and not hasattr(x, "device"):
+def _scalar(x):
+    """A host number (not a device array of one element)."""
+    return isinstance(x, (int, np.integer)) or (isinstance(x, np.ndarray) and x.ndim == 0)
+
+
+def _magnitude(x):
+    """max |x| of a host array or scalar."""
+    if np.ndim(x) == 0:
         return abs(int(x))
-    x = xp.asarray(x)
+    x = np.asarray(x)
     if not x.size:
         return 0
-    lo, hi = xp.stack([x.min(), x.max()]).tolist()
-    return max(-int(lo), int(hi), 0)
+    return max(-int(x.min()), int(x.max()), 0)
 
 
 def _as_int64(array, xp):
