@@ -106,3 +106,20 @@ def test_numpy_result_type_of_traced_arrays():
         assert np.result_type(x, np.int32) == np.float64
         return x.sum()
     dl.grad(f)(np.ones(3))
+
+
+def test_astype_of_a_numpy_array_is_a_copy():
+    """Operands are converted without a copy while tracing, but astype (copy=True) of a
+    NumPy array captured by the function still returns a new array: updating it in place
+    leaves the captured one alone. With copy=False, or to another dtype, the values are the
+    same."""
+    table = np.array([1.0, 2.0, 3.0])
+
+    def check(x, xp):
+        copied = xp.astype(table, xp.float64)
+        assert copied is not table
+        copied[0] = 100.0
+        assert table[0] == 1.0
+        assert xp.astype(table, xp.float64, copy=False) is table
+        assert np.array_equal(xp.astype(table, xp.float32), table.astype(np.float32))
+    _inside(check)

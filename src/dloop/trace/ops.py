@@ -57,7 +57,9 @@ def convert(x, dtype):
         return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
     if isinstance(x, (bool, int, float, complex)):
         return dtype.type(x)
-    return np.asarray(x).astype(dtype)
+    # No copy where the dtype is already right: an array captured by a loop body is read at
+    # every op that uses it while tracing (W4: 19 copies of 65,536 elements per trace).
+    return np.asarray(x).astype(dtype, copy=False)
 
 
 def _constant(array):
@@ -218,9 +220,12 @@ def clip(x, min=None, max=None):
 
 
 def astype(x, dtype, copy=True):
-    out = convert(_check_operand(x), dtype)
-    # A copy is a new object, so that an in-place update of it leaves x alone.
-    return Tracer(out.builder, out.node) if copy and out is x else out
+    x = _check_operand(x)
+    out = convert(x, dtype)
+    if copy and out is x:
+        # A copy is a new object, so that an in-place update of it leaves x alone.
+        return Tracer(out.builder, out.node) if isinstance(out, Tracer) else np.array(out)
+    return out
 
 
 def broadcast_to(x, shape):
