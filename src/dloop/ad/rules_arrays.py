@@ -205,16 +205,14 @@ VJP_RULES[P["imag"]] = lambda em, op, bars, needs, context: [
 VJP_RULES[P["conj"]] = lambda em, op, bars, needs, context: [em.op("conj", bars[0])]
 VJP_RULES[P["complex_abs"]] = _complex_abs_rule
 
-# The transforms are linear: the cotangent is the adjoint applied to g. The adjoint of a
-# transform is the opposite transform with the opposite normalization ("backward" scales
-# the inverse by 1/n, "forward" the forward one, "ortho" both by 1/sqrt(n)).
-SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+# The transforms are linear: the cotangent is the adjoint applied to g, the opposite
+# transform with the opposite normalization (prims.ADJOINT_NORM).
 
 
 def _fft_rule(em, op, bars, needs, context):
     p = op.params
     return [em.op("fft", bars[0], axes=p["axes"], inverse=not p["inverse"],
-                  norm=SWAP_NORM[p["norm"]])]
+                  norm=prims.ADJOINT_NORM[p["norm"]])]
 
 
 def _rfft_rule(em, op, bars, needs, context):
@@ -224,7 +222,8 @@ def _rfft_rule(em, op, bars, needs, context):
     shape = x.aval.shape[:axis] + (x.aval.shape[axis],) + g.aval.shape[axis + 1:]
     key = (slice(None),) * axis + (slice(0, g.aval.shape[axis]),)
     padded = em.op("static_slice_vjp", g, key=key, shape=shape)
-    full = em.op("fft", padded, axes=(axis,), inverse=True, norm=SWAP_NORM[op.params["norm"]])
+    full = em.op("fft", padded, axes=(axis,), inverse=True,
+                 norm=prims.ADJOINT_NORM[op.params["norm"]])
     return [em.op("real", full)]
 
 

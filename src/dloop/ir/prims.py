@@ -209,6 +209,9 @@ complex_abs_p = _make("complex_abs", "host", _parts_eval)
 # `axes` (inverse: the inverse transform). rfft: real input, the n // 2 + 1 non-negative
 # frequencies along `axis`. irfft: those frequencies to a real signal of length n.
 fft_p = _make("fft", "host", _like_first)
+# The norm of a transform's adjoint, which is the opposite transform: "backward" scales the
+# inverse by 1/n, "forward" the forward one, "ortho" both by 1/sqrt(n).
+ADJOINT_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 rfft_p = _make("rfft", "host", lambda a, *, axis, norm: [
     (_fft_length(a, axis, a.shape[axis] // 2 + 1), np.result_type(a.dtype, np.complex64))])
 irfft_p = _make("irfft", "host", lambda a, *, axis, n, norm: [

@@ -244,9 +244,10 @@ HOST_IMPLS[prims.complex_abs_p] = np.abs
 HOST_IMPLS[prims.fft_p] = lambda x, *, axes, inverse, norm: (
     np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
 HOST_IMPLS[prims.rfft_p] = lambda x, *, axis, norm: np.fft.rfft(x, axis=axis, norm=norm)
+
+
 def _irfft_vjp(g, *, axis, n, norm):
-    swapped = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[norm]
-    out = np.fft.rfft(g, axis=axis, norm=swapped)
+    out = np.fft.rfft(g, axis=axis, norm=prims.ADJOINT_NORM[norm])
     weight = np.full(out.shape[axis], 2.0)
     weight[0] = 1.0
     if n % 2 == 0:

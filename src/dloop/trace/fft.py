@@ -7,7 +7,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..errors import DloopTypeError, DloopValueError
-from ..ir.prims import real_dtype
+from ..ir.prims import ADJOINT_NORM, real_dtype
 from ..source import user_location
 from . import arrays, ops
 from .ops import P, bind1
@@ -17,7 +17,6 @@ __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 _NORMS = ("backward", "ortho", "forward")
-_SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 def _operand(x, norm):
@@ -187,12 +186,12 @@ def hfft(x, /, *, n=None, axis=-1, norm="backward"):
     """The transform of a signal with Hermitian symmetry, given by its first half: a real
     spectrum."""
     x = _operand(x, norm)
-    return _c2r(arrays.conj(_complex(x)), axis, n, _SWAP[norm])
+    return _c2r(arrays.conj(_complex(x)), axis, n, ADJOINT_NORM[norm])
 
 
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
     x = _operand(x, norm)
-    return arrays.conj(_r2c(x, axis, n, _SWAP[norm]))
+    return arrays.conj(_r2c(x, axis, n, ADJOINT_NORM[norm]))
 
 
 def _frequencies(values, d, dtype):
