@@ -21,47 +21,38 @@ def legalize(kernel, caps, wrapped_loads=False):
     """A new kernel equal in meaning to `kernel`, using core ops only. `caps.native_math`:
     the (op name, dtype name) pairs the backend renders natively. Wrapped loads
     (kir.Load.wrap) become selects unless `wrapped_loads`: the renderer then reads them."""
-    kernel = dataclasses.replace(kernel, body=_block(kernel.body, caps))
-    return kernel if wrapped_loads else unwrap_loads(kernel)
+    def rewrite(s):
+        if isinstance(s, kir.Assign):
+            return _assign(s, caps)
+        return _unwrapped(s) if not wrapped_loads else [s]
+    return dataclasses.replace(kernel, body=_mapped(kernel.body, rewrite))
 
 
-def _block(stmts, caps):
+def _mapped(stmts, rewrite):
+    """stmts with rewrite(s) (a list of statements) in place of every statement that holds
+    no block, at any depth."""
     out = []
     for s in stmts:
-        if isinstance(s, kir.Assign):
-            out.extend(_assign(s, caps))
-        elif isinstance(s, kir.For):
-            out.append(dataclasses.replace(s, body=_block(s.body, caps)))
+        if isinstance(s, (kir.For, kir.If)):
+            out.append(dataclasses.replace(s, body=_mapped(s.body, rewrite)))
         elif isinstance(s, kir.While):
-            out.append(dataclasses.replace(s, cond_body=_block(s.cond_body, caps),
-                                           body=_block(s.body, caps)))
-        elif isinstance(s, kir.If):
-            out.append(dataclasses.replace(s, body=_block(s.body, caps)))
+            out.append(dataclasses.replace(s, cond_body=_mapped(s.cond_body, rewrite),
+                                           body=_mapped(s.body, rewrite)))
         else:
-            out.append(s)
+            out.extend(rewrite(s))
     return out
 
 
 def unwrap_loads(kernel):
     """`kernel` with its wrapped loads as selects (legalize's default)."""
-    def block(stmts):
-        out = []
-        for s in stmts:
-            if isinstance(s, kir.Load) and s.wrap is not None:
-                out.extend(_unwrapped(s))
-            elif isinstance(s, (kir.For, kir.If)):
-                out.append(dataclasses.replace(s, body=block(s.body)))
-            elif isinstance(s, kir.While):
-                out.append(dataclasses.replace(s, cond_body=block(s.cond_body),
-                                               body=block(s.body)))
-            else:
-                out.append(s)
-        return out
-    return dataclasses.replace(kernel, body=block(kernel.body))
+    return dataclasses.replace(kernel, body=_mapped(kernel.body, _unwrapped))
 
 
 def _unwrapped(s):
-    """index - shift, plus size where negative, as core ops."""
+    """A wrapped load as core ops: index - shift, plus size where negative; other statements
+    as they are."""
+    if not (isinstance(s, kir.Load) and s.wrap is not None):
+        return [s]
     i64 = np.dtype(np.int64)
     shift, size = s.wrap
     at, negative, wrapped, index = kir.KVar(i64), kir.KVar(BOOL), kir.KVar(i64), kir.KVar(i64)
@@ -102,14 +93,7 @@ def _define(stmts, result, out):
 def _refined(stmts):
     """mathlib's statements (Assigns, and the Whiles of Emitter.branch) with a Newton step
     after each division and square root: its error bounds assume rounded ones."""
-    out = []
-    for s in stmts:
-        if isinstance(s, kir.While):
-            out.append(dataclasses.replace(s, cond_body=_refined(s.cond_body),
-                                           body=_refined(s.body)))
-        else:
-            out.extend(_refine_division(s))
-    return out
+    return _mapped(stmts, _refine_division)
 
 
 def _refine_division(s):
