@@ -109,30 +109,34 @@ def test_elements_are_ordered_only_where_lanes_would_idle():
 
 def test_element_order_is_kept_read_only_and_reused(monkeypatch):
     """Kernels compiled to run in an order that run in element order read one kept,
-    read-only 0 .. n-1 per size (runtime/execute.py `_element_order`), made once, not per
-    launch; the reverse kernel reuses the forward's decision instead of deciding again."""
+    read-only 0 .. n-1 per size and backend (Backend.element_order), made once, not per
+    launch; the reverse kernel reuses the forward's decision instead of deciding again. A
+    second backend of the same name (another device) keeps its own."""
     from dloop.backends.base import available, get_backend
+    from dloop.backends.cpu.launch import CpuBackend
     from dloop.runtime import execute
     if not available("cpu")[0]:
         pytest.skip("needs the cpu backend")
     made, decided = [], []
     real, real_order = np.arange, execute.Execution._order
-    monkeypatch.setattr(execute.np, "arange",
-                        lambda *a, **k: made.append(a) or real(*a, **k))
+    monkeypatch.setattr(np, "arange", lambda *a, **k: made.append(a) or real(*a, **k))
     monkeypatch.setattr(execute.Execution, "_order",
                         lambda self, *a: decided.append(1) or real_order(self, *a))
-    monkeypatch.setattr(execute, "_IDENTITY", {})
-    order = execute._element_order(get_backend("cpu"), 5000)
-    assert order is execute._element_order(get_backend("cpu"), 5000)
+    be = get_backend("cpu")
+    monkeypatch.setattr(be, "_element_orders", {})
+    order = be.element_order(5000)
+    assert order is be.element_order(5000)
     np.testing.assert_array_equal(order, real(5000))
     assert not order.flags.writeable and len(made) == 1
+    assert CpuBackend().element_order(5000) is not order
+    made.clear()
     trips = np.random.default_rng(1).integers(3, 6, 5000)     # keeps element order
     x = np.random.default_rng(2).random(trips.size)
     with dl.config.override(backend="cpu"):
         f = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9, x).sum())
         for _ in range(3):
             np.testing.assert_allclose(f(x), 0.9 ** trips, rtol=1e-13)
-    assert len(made) == 1 and len(decided) == 3        # once per call: the forward's
+    assert len(made) == 0 and len(decided) == 3        # once per call: the forward's
 
 
 @pytest.mark.parametrize("n", [999, 4001, 12345])

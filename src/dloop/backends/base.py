@@ -72,6 +72,7 @@ class Caps:
     tape_lanes: int = 1
 
 
+ELEMENT_ORDERS_KEPT = 4
 _instances = {}
 _instances_lock = threading.Lock()
 
@@ -122,6 +123,7 @@ class Backend:
         self._local = threading.local()
         self._heaps = weakref.WeakSet()
         self._heaps_lock = threading.Lock()
+        self._element_orders = {}     # n -> 0 .. n-1 on this backend's device (element_order)
         self.compile_count = 0        # kernels and step drivers built (not found in a cache)
         self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
@@ -187,6 +189,20 @@ class Backend:
     # -- memory --
     def empty(self, shape, dtype):
         raise NotImplementedError
+
+    def element_order(self, n):
+        """0 .. n-1 on this backend's device, read-only: the order buffer of a kernel compiled
+        to run its elements in an order, when they run in element order. The last few sizes
+        are kept instead of made at every launch. The dict is replaced, never changed in
+        place, so threads need no lock (one may lose another's entry) and neither does fork."""
+        order = self._element_orders.get(n)
+        if order is None:
+            order = self.upload(np.arange(n, dtype=np.int64), np.int64)
+            if isinstance(order, np.ndarray):
+                order.flags.writeable = False
+            kept = {**self._element_orders, n: order}
+            self._element_orders = dict(list(kept.items())[-ELEMENT_ORDERS_KEPT:])
+        return order
 
     def zeros(self, shape, dtype):
         raise NotImplementedError

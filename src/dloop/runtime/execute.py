@@ -5,9 +5,7 @@ Fault flags are collected per launch and read where the backend synchronises any
 host step reads kernel output, before sizing reads arrays, and before results are handed back.
 Device memory is reached only through the backend (empty, zeros, upload, to_host, the heap)."""
 
-import os
 import sys
-import threading
 
 import numpy as np
 
@@ -312,7 +310,7 @@ class Execution:
                 buffers.append(be.zeros(plan.vars[table.key].aval.size, spec.dtype))
             elif spec.kind == "order":
                 buffers.append(be.upload(order, np.int64) if order is not None else
-                               _element_order(be, plan.n_threads))
+                               be.element_order(plan.n_threads))
             elif spec.kind == "counts":
                 buffers.append(be.zeros(len(kernel.counters) * n_counts, np.int64))
             elif spec.kind == "region":
@@ -321,38 +319,6 @@ class Execution:
             else:
                 buffers.append(getattr(layouts[spec.key], spec.kind))
         return buffers
-
-
-_IDENTITY = {}
-_IDENTITY_KEPT = 4
-_IDENTITY_LOCK = threading.Lock()
-
-
-def _identity_after_fork():
-    """A forked child starts with no cached orders and a lock no parent thread holds."""
-    global _IDENTITY_LOCK
-    _IDENTITY.clear()
-    _IDENTITY_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_identity_after_fork)
-
-
-def _element_order(backend, n):
-    """0 .. n-1 on the backend, read-only, for kernels compiled to run in an order that run
-    in element order: kept for the last few sizes, not made at every launch."""
-    key = (backend.name, n)
-    order = _IDENTITY.get(key)
-    if order is None:
-        host = np.arange(n, dtype=np.int64)
-        order = backend.upload(host, np.int64)
-        if isinstance(order, np.ndarray):
-            order.flags.writeable = False
-        with _IDENTITY_LOCK:
-            while len(_IDENTITY) >= _IDENTITY_KEPT:
-                _IDENTITY.pop(next(iter(_IDENTITY)))
-            _IDENTITY[key] = order
-    return order
 
 
 class DeviceLayout:
