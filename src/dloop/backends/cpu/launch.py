@@ -8,7 +8,6 @@ forked child builds its own pool; Ctrl-C (or any exception) while a launch runs 
 chunks not yet started and waits for the running ones, so no worker touches the launch's
 buffers after launch() has returned or raised."""
 
-import ctypes
 import itertools
 import os
 import threading
@@ -29,16 +28,6 @@ _MIN_CHUNK = 256
 # worker costs more than the work.
 _MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
-
-
-def _address(array):
-    """The array's data pointer. ctypes' view of the buffer is about 3x quicker than
-    __array_interface__, which builds a dict: kernels of small collective-loop bodies are
-    launched thousands of times per call. Read-only and empty arrays refuse that view."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
-    except (TypeError, ValueError, BufferError):
-        return array.__array_interface__["data"][0]
 
 
 class _Job:
@@ -167,7 +156,7 @@ class CpuBackend(HostMemory, Backend):
         return self._pool, workers
 
     def launch(self, compiled, n_threads, buffers):
-        addresses = [_address(b) for b in buffers]
+        addresses = [self.address(b) for b in buffers]
         if n_threads < compiled.min_parallel:
             compiled.call(0, n_threads, n_threads, *addresses)
             return
