@@ -17,8 +17,8 @@ import numpy as np
 
 from ..config import config
 from ..ir import prims
-from . import parallel
 from ..ir.graph import Lit, Var
+from . import parallel
 
 
 SATURATED = 1 << 62

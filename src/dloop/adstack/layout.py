@@ -41,22 +41,21 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1):
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
-    if lanes == 1 and order is not None:
-        start, total = parallel.starts_in_order(cap, order, xp)
-    else:
+    if lanes > 1:
         ordered = cap if order is None else parallel.take(cap, order, xp)
-        if lanes > 1:
-            ordered, running, total = _interleaved(ordered, lanes, xp)
-            _check_size(info, ordered, padded=total)
-        else:
-            running = parallel.exclusive_cumsum(ordered, xp)  # the starts, in that order
-            total = int(running[-1] + ordered[-1]) if cap.size else 0
+        ordered, running, total = _interleaved(ordered, lanes, xp)
+        _check_size(info, ordered, padded=total)
         if order is None:
             start, cap = running, ordered
         else:
             start, cap = xp.empty_like(cap), xp.empty_like(cap)
             parallel.scatter(start, order, running, xp)
             parallel.scatter(cap, order, ordered, xp)
+    elif order is not None:
+        start, total = parallel.starts_in_order(cap, order, xp)
+    else:
+        start = parallel.exclusive_cumsum(cap, xp)
+        total = int(start[-1] + cap[-1]) if cap.size else 0
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)

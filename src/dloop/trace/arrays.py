@@ -401,7 +401,6 @@ def angle(z, deg=False):
     return ops.multiply(out, 180 / math.pi) if deg else out
 
 
-
 Tracer.__matmul__ = lambda self, other: matmul(self, other)
 Tracer.__rmatmul__ = lambda self, other: matmul(other, self)
 Tracer.mT = property(matrix_transpose)
