@@ -45,3 +45,24 @@ def test_second_process_compiles_nothing(tmp_path):
     assert first[0] > 0
     assert second[0] == 0, "the second process compiled kernels"
     assert second[1:] == first[1:]
+
+
+def test_entries_are_keyed_by_dloop_source(tmp_path, monkeypatch):
+    """Machine code made by other dloop code (a renderer changed without a new version) is
+    not loaded for the same kernel IR: the key holds a hash of dloop's source files."""
+    import dloop as dl
+    from dloop.backends.base import get_backend
+    from dloop.runtime import cache
+    if not available("cpu")[0]:
+        pytest.skip("needs the cpu backend")
+    be = get_backend("cpu")
+    assert len(cache.code_identity()) == 64
+    text, loads = "the same kernel IR text", []
+    with dl.config.override(cache_dir=str(tmp_path)):
+        key, hit = be.from_disk_cache("test", text, loads.append)
+        assert hit is None
+        be.to_disk_cache(key, text, b"machine code")
+        assert be.from_disk_cache("test", text, lambda code: code)[1] == b"machine code"
+        monkeypatch.setattr(cache, "code_identity", lambda: "other source")
+        assert be.from_disk_cache("test", text, loads.append)[1] is None
+    assert not loads

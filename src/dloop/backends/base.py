@@ -170,7 +170,8 @@ class Backend:
         """(key, load(bytes)) for the disk cache's entry of code `text` (tag: what kind of
         code), or (key, None) where there is none; an entry the loader refuses is discarded
         and the caller builds again, then hands the bytes to to_disk_cache under `key`."""
-        key = cache.key(tag, _version.__version__, text, *self.cache_identity())
+        key = cache.key(tag, _version.__version__, cache.code_identity(), text,
+                        *self.cache_identity())
         hit = cache.load(key, {"kernel": text})
         if hit is not None:
             try:

@@ -9,6 +9,7 @@ second writer) sees a whole entry or none. Every disk error only costs a recompi
 read-only or full cache directory never stops a computation. A hit refreshes the entry's
 modification time; past config.cache_max_bytes the least recently used entries go."""
 
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +23,23 @@ from ..errors import DloopWarning
 _MAGIC = b"dloop kernel cache 1\n"
 _HEADER = struct.Struct("<QQ32s")          # metadata length, code length, sha256
 _SUFFIX = ".entry"
+
+
+@functools.cache
+def code_identity():
+    """A hash of dloop's own source (Python and LLVM files): a renderer changed without a
+    new version number must not load machine code the old one made for the same kernel
+    IR (a layout the old code did not know would then be read wrongly)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith((".py", ".ll")):
+                path = os.path.join(folder, name)
+                h.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
 
 
 def key(*parts):
