@@ -104,19 +104,26 @@ def tape_slots(backend, *caps):
     """The slots that per-element stacks of capacities `caps` (one array per loop of the
     kernel) take on `backend`, per loop: the capacities' sum, or with caps.tape_lanes = L > 1
     (kernel/kir.py), L times each group of L threads' largest capacity, the threads running
-    in the order the runtime gives them (by decreasing total capacity)."""
+    in the order the runtime gives them (by decreasing total capacity where it sorts), or
+    the sum again where host sizing keeps a loop compact (adstack/layout.py)."""
     from dloop.backends.base import get_backend
-    from dloop.runtime.execute import work_order
+    from dloop.adstack.layout import MAX_PADDING
+    from dloop.runtime.execute import sorting_pays, work_order
     be = get_backend(backend)
     lanes = be.caps.tape_lanes
     caps = [np.asarray(c, dtype=np.int64) for c in caps]
     if lanes == 1:
         return [int(c.sum()) for c in caps]
     xp = be.xp if be.caps.sizes_on_device else np
-    order = be.to_numpy(work_order(xp.asarray(sum(caps)), xp))
+    work = sum(caps)
+    order = be.to_numpy(work_order(xp.asarray(work), xp)) \
+        if sorting_pays(work, be.caps) else np.arange(work.size)
     out = []
     for c in caps:
         padded = np.zeros(-(-c.size // lanes) * lanes, np.int64)
         padded[:c.size] = c[order]
-        out.append(int(padded.reshape(-1, lanes).max(axis=1).sum()) * lanes)
+        slots = int(padded.reshape(-1, lanes).max(axis=1).sum()) * lanes
+        # Host layouts keep a loop compact where interleaving pads it more (layout.py).
+        compact = be.caps.compact_tapes and (slots - c.sum()) * MAX_PADDING > c.sum()
+        out.append(int(c.sum()) if compact else slots)
     return out

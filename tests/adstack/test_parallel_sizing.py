@@ -42,6 +42,32 @@ def test_scan_gather_scatter_match_numpy(n):
 
 
 @pytest.mark.parametrize("n", [0, 1, 999, 4001, 12345])
+@pytest.mark.parametrize("lanes", [4, 8])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_interleaved_layout_in_parts_matches_one_pass(n, lanes, ordered):
+    """Each group of `lanes` threads (in run order) shares its largest capacity; groups'
+    slots follow each other, each thread at its lane."""
+    rng = np.random.default_rng(n)
+    cap = rng.integers(0, 50, n)
+    order = rng.permutation(n) if ordered else None
+    start, raised, total = parallel.interleaved(cap, order, lanes)
+    run = np.arange(n) if order is None else order
+    groups = -(-n // lanes)
+    padded = np.zeros(groups * lanes, np.int64)
+    padded[:n] = cap[run]
+    group_cap = padded.reshape(groups, lanes).max(axis=1)
+    group_start = np.concatenate([[0], np.cumsum(group_cap * lanes)[:-1]]).astype(np.int64)
+    thread = np.arange(n)
+    np.testing.assert_array_equal(raised[run], group_cap[thread // lanes])
+    np.testing.assert_array_equal(start[run], group_start[thread // lanes] + thread % lanes)
+    assert total == int(group_cap.sum()) * lanes
+    padding = total - int(cap.sum())
+    if padding:
+        assert parallel.interleaved(cap, order, lanes, int(cap.sum()) // padding + 1) is None
+        assert parallel.interleaved(cap, order, lanes, int(cap.sum()) // padding) is not None
+
+
+@pytest.mark.parametrize("n", [0, 1, 999, 4001, 12345])
 def test_work_order_is_a_permutation_sorted_within_each_part(n):
     rng = np.random.default_rng(n)
     work = rng.integers(0, 5000, n)
@@ -91,15 +117,15 @@ def test_elements_are_ordered_only_where_lanes_would_idle():
     keep element order (no sort, no permuted layout); uniform trips in [0, 200) are sorted.
     Both gradients are exact either way."""
     from dloop.backends.base import available, get_backend
-    from dloop.runtime.execute import Execution
+    from dloop.runtime.execute import sorting_pays
     if not available("cpu")[0]:
         pytest.skip("needs the cpu backend")
-    execution = Execution(get_backend("cpu"))
+    caps = get_backend("cpu").caps
     rng = np.random.default_rng(0)
     even = rng.integers(3, 6, 4096)         # a Newton solve's 3 to 5 steps
     spread = rng.integers(0, 200, 4096)
-    assert not execution._sorting_pays(even)
-    assert execution._sorting_pays(spread)
+    assert not sorting_pays(even, caps)
+    assert sorting_pays(spread, caps)
     with dl.config.override(backend="cpu"):
         for trips in (even, spread):
             x = rng.random(trips.size)
@@ -119,7 +145,9 @@ def test_element_order_is_kept_read_only_and_reused(monkeypatch):
         pytest.skip("needs the cpu backend")
     made, decided = [], []
     real, real_order = np.arange, execute.Execution._order
-    monkeypatch.setattr(np, "arange", lambda *a, **k: made.append(a) or real(*a, **k))
+    # Only the aranges of a launch's size count: interleaved layouts add lane offsets.
+    monkeypatch.setattr(np, "arange",
+                        lambda *a, **k: (max(a) >= 5000 and made.append(a)) or real(*a, **k))
     monkeypatch.setattr(execute.Execution, "_order",
                         lambda self, *a: decided.append(1) or real_order(self, *a))
     be = get_backend("cpu")

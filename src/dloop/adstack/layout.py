@@ -20,6 +20,9 @@ from ..errors import DloopMemoryError
 from . import parallel
 from .capacity import SATURATED
 
+# Interleaved host layouts pad at most 1/MAX_PADDING of the tape; others stay compact.
+MAX_PADDING = 32
+
 
 @dataclass
 class LoopLayout:
@@ -28,20 +31,28 @@ class LoopLayout:
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap, order=None, xp=np, lanes=1):
+def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
     """With `order` (the elements in the order threads run them), the slices are laid out in
     that order, so threads that run together write neighbouring memory (for launches of at
     least parallel.MIN_CHUNK elements, or any launch with lanes > 1; smaller ones keep
     element order). xp: the array namespace of `cap` and `order` (NumPy, or the device's
     where sizing runs there). lanes: caps.tape_lanes, the interleaving group (module
-    docstring)."""
+    docstring). compact: caps.compact_tapes, whether a loop that interleaving would pad by
+    more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py)."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     if cap.size < parallel.MIN_CHUNK and lanes == 1:
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
-    if lanes > 1:
+    if lanes > 1 and xp is np:
+        interleaved = parallel.interleaved(cap, order, lanes, MAX_PADDING if compact else None)
+        if interleaved is None:
+            start, total = _compact(cap, order)
+        else:
+            start, cap, total = interleaved
+            _check_size(info, cap, padded=total)
+    elif lanes > 1:
         ordered = cap if order is None else parallel.take(cap, order, xp)
         ordered, running, total = _interleaved(ordered, lanes, xp)
         _check_size(info, ordered, padded=total)
@@ -63,24 +74,29 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1):
     return LoopLayout(cap, start, regions)
 
 
+def _compact(cap, order):
+    """Compact slices under interleaved addressing (kernel/kir.py): each start as ~start, so
+    negative, which the kernel reads as a slice of its own."""
+    if order is not None and cap.size >= parallel.MIN_CHUNK:
+        start, total = parallel.starts_in_order(cap, order)
+    else:
+        start = parallel.exclusive_cumsum(cap)
+        total = int(start[-1] + cap[-1]) if cap.size else 0
+    return np.invert(start, out=start), total
+
+
 def _interleaved(ordered, lanes, xp):
-    """For capacities in thread order: each thread's capacity raised to its group's largest,
-    the starts (group start + the thread's lane; group starts are multiples of `lanes`),
-    and the slots per stack of the whole loop. Capacities already passed _check_size, so
-    a group's lanes * capacity cannot overflow int64."""
+    """On a device, for capacities in thread order: each thread's capacity raised to its
+    group's largest, the starts (group start + the thread's lane; group starts are
+    multiples of `lanes`), and the slots per stack of the whole loop (the host's twin:
+    parallel.interleaved). Capacities already passed _check_size, so a group's
+    lanes * capacity cannot overflow int64."""
     n = ordered.size
     groups = -(-n // lanes)
-    if xp is np:
-        # `lanes` strided passes: NumPy's max along a short last axis is 3x slower.
-        group_cap = ordered[0::lanes].copy()
-        for lane in range(1, lanes):
-            part = ordered[lane::lanes]
-            np.maximum(group_cap[:part.size], part, out=group_cap[:part.size])
-    else:
-        # On a device one reduction kernel beats `lanes` launches.
-        padded = xp.zeros(groups * lanes, np.int64)
-        padded[:n] = ordered
-        group_cap = padded.reshape(groups, lanes).max(axis=1)
+    # One reduction kernel beats `lanes` strided launches.
+    padded = xp.zeros(groups * lanes, np.int64)
+    padded[:n] = ordered
+    group_cap = padded.reshape(groups, lanes).max(axis=1)
     group_start = parallel.exclusive_cumsum(group_cap * lanes, xp)
     total = int(group_start[-1] + group_cap[-1] * lanes) if n else 0
     start = (group_start[:, None] + xp.arange(lanes, dtype=np.int64)[None, :]).reshape(-1)

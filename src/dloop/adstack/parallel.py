@@ -136,6 +136,67 @@ def starts_in_order(cap, order, xp=np):
     return start, int(sums.sum())
 
 
+def interleaved(cap, order, lanes, max_padding=None):
+    """(start, raised, total) for interleaved tapes on the host (layout.py): threads run
+    elements `order` (None: element order), each group of `lanes` consecutive threads takes
+    its largest capacity (`raised`, per element) and the group's slots start at a multiple
+    of `lanes`, each thread at its lane (`start`, per element); `total`: slots per stack.
+    None where that pads the capacities' sum by more than 1/max_padding of it. Two passes
+    over parts of whole groups, one part per thread (group maxima and sums; starts and the
+    scatter back to elements), the second only where the padding is acceptable."""
+    n = cap.size
+    if not n:
+        return np.empty_like(cap), np.empty_like(cap), 0
+    if max_padding is not None and order is None and _pads_plainly(cap, lanes, max_padding):
+        return None
+    chunks = [(lo // lanes * lanes, hi // lanes * lanes if hi < n else n)
+              for lo, hi in parts(n)]
+    group_cap = np.empty(-(-n // lanes), np.int64)
+    lane_ids = np.arange(lanes, dtype=np.int64)
+
+    def maxima(c, lo, hi):
+        ordered = cap[lo:hi] if order is None else np.take(cap, order[lo:hi])
+        top = group_cap[lo // lanes:-(-hi // lanes)]
+        # `lanes` strided passes: NumPy's max along a short last axis is 3x slower.
+        top[:] = ordered[0::lanes]
+        for lane in range(1, lanes):
+            part = ordered[lane::lanes]
+            np.maximum(top[:part.size], part, out=top[:part.size])
+        return int(top.sum()), int(ordered.sum())
+    sums, exact = np.array(run(maxima, chunks), np.int64).T
+    sums = sums * lanes
+    total, exact = int(sums.sum()), int(exact.sum())
+    if max_padding is not None and (total - exact) * max_padding > exact:
+        return None
+    offsets = np.cumsum(sums) - sums
+    start, raised = np.empty_like(cap), np.empty_like(cap)
+
+    def place(c, lo, hi):
+        if hi <= lo:
+            return
+        top = group_cap[lo // lanes:-(-hi // lanes)]
+        first = np.empty(top.size, np.int64)
+        first[0] = offsets[c]
+        np.cumsum(top[:-1] * lanes, out=first[1:])
+        first[1:] += offsets[c]
+        at = (first[:, None] + lane_ids).reshape(-1)[:hi - lo]
+        top = np.repeat(top, lanes)[:hi - lo]
+        where = slice(lo, hi) if order is None else order[lo:hi]
+        start[where], raised[where] = at, top
+    run(place, chunks)
+    return start, raised, total
+
+
+def _pads_plainly(cap, lanes, max_padding):
+    """Whether ~1,000 groups spread over `cap` (in element order) pad by more than twice
+    1/max_padding: then the whole pass would only confirm it (W2's Newton solves: 17%)."""
+    whole = cap.size // lanes * lanes
+    groups = cap[:whole].reshape(-1, lanes)[::max(1, whole // lanes // 1024)]
+    exact = int(groups.sum())
+    return (int(groups.max(axis=1).sum()) * lanes - exact) * max_padding > 2 * exact \
+        if groups.size else False
+
+
 def scatter(out, indices, values, xp=np):
     """out[indices] = values, for indices without repeats (a permutation)."""
     chunks = parts(indices.size, xp)

@@ -58,9 +58,9 @@ class Caps:
     # first) where the trip counts are known at launch: for backends that run groups of
     # threads in lockstep (SIMD lanes, warps), so that a group's loops end together.
     order_elements: bool = False
-    # Threads that run in lockstep (SIMD lanes, a warp). Where adstacks are sized on the host
-    # and not interleaved, elements are ordered only when their loops, in element order,
-    # would leave enough of these lanes idle to pay for the sort (runtime/execute.py).
+    # Threads that run in lockstep (SIMD lanes, a warp). Where adstacks are sized on the host,
+    # elements are ordered only when their loops, in element order, would leave enough of
+    # these lanes idle to pay for the sort (runtime/execute.py).
     lockstep: int = 1
     # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
     # after 65,535): launches whose sized loops reach it are refused rather than cut short.
@@ -71,6 +71,9 @@ class Caps:
     # Elements whose adstack slots are interleaved in groups of this many (kernel/kir.py):
     # the width of a GPU warp, whose threads then store one slot each to one cache line.
     tape_lanes: int = 1
+    # The renderer reads a negative start as a compact slice (kernel/kir.py): host layouts
+    # then keep a loop compact where interleaving would pad its tape (adstack/layout.py).
+    compact_tapes: bool = False
 
 
 ELEMENT_ORDERS_KEPT = 4

@@ -11,7 +11,10 @@ mutable state, and each has a fixed meaning every backend implements the same wa
   the stack is region[base + k * L]. With L = 1 a stack is one contiguous slice; with L > 1
   the layout gives each group of L elements one capacity and interleaves their slots, so
   that the L threads a GPU runs in lockstep store to neighbouring addresses
-  (adstack/layout.py).
+  (adstack/layout.py). With L > 1, a negative start[tid] is a compact slice instead:
+  base = group_size * ~start[tid] + index * cap[tid] and slot k is region[base + k]; host
+  layouts use it where interleaving would pad the tape by more than a little, for backends
+  whose caps.compact_tapes says their renderer reads it (the SIMD CPU renderer).
 * StackInit(s, d): sp = d.
 * Push(s, v): if sp < cap: slot sp = v, else Fault(s.fault_slot, sp + 1); sp += 1.
 * Pop(s): sp = max(sp - 1, 0); the value is slot sp if sp < cap, else 0.

@@ -205,35 +205,14 @@ class Execution:
     def _order(self, compiled, work):
         """The elements by decreasing work (the sum of their loops' trip counts), for a
         kernel compiled to run them in an order; None (element order) otherwise, or where
-        that order is nearly as good (_sorting_pays)."""
+        that order is nearly as good (sorting_pays)."""
         if compiled.order_index is None:
             return None
         arrays = [self._sizing_array(w).reshape(-1).astype(np.int64, copy=False) for w in work]
         total = arrays[0] if len(arrays) == 1 else sum(arrays)
-        if not self._sorting_pays(total):
+        if not sorting_pays(total, self.backend.caps):
             return None
         return work_order(total, self._sizing_xp())
-
-    def _sorting_pays(self, work):
-        """Whether ordering the elements saves more lane-iterations than it costs. Host
-        sizing: the sort and the layout's permutations cost about as much per element as
-        SORT_COST iterations of a loop, so elements keep their order where, in that order,
-        the lockstep groups' longest loops exceed the work by less (W2's Newton solves:
-        3 to 5 steps each, 0.8 idle lane-iterations per element; W1's uniform trips in
-        [0, 200): 78). Devices sort exactly (cheap there), and interleaved tapes are padded
-        to each group's longest: an order keeps that padding small."""
-        caps = self.backend.caps
-        if caps.sizes_on_device or caps.tape_lanes > 1:
-            return True
-        lanes = caps.lockstep
-        whole = work.size // lanes * lanes
-        if lanes == 1 or not whole:
-            return False
-        groups = work[:whole].reshape(-1, lanes)
-        # Groups spread over the whole launch, at most 8,192 of them: this runs on one thread.
-        groups = groups[::max(1, len(groups) // 8192)]
-        idle = int(groups.max(axis=1).sum()) * lanes - int(groups.sum())
-        return idle >= SORT_COST * groups.size
 
     def _capacities(self, plan, env, n):
         caps, to_count = {}, False
@@ -258,7 +237,8 @@ class Execution:
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
                 layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
-                                     self.backend.caps.tape_lanes)
+                                     self.backend.caps.tape_lanes,
+                                     self.backend.caps.compact_tapes)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
@@ -358,6 +338,28 @@ def _host_step(backend, op, args):
 # Lane-iterations of a loop that ordering the elements costs per element on the host (an
 # 8-bit radix sort, and the layout's gather and two scatters through the order).
 SORT_COST = 8
+
+
+def sorting_pays(work, caps):
+    """Whether ordering the elements saves more lane-iterations than it costs. Host
+    sizing: the sort and the layout's permutations cost about as much per element as
+    SORT_COST iterations of a loop, so elements keep their order where, in that order,
+    the lockstep groups' longest loops exceed the work by less (W2's Newton solves:
+    3 to 5 steps each, 0.8 idle lane-iterations per element; W1's uniform trips in
+    [0, 200): 78). Interleaved tapes (caps.tape_lanes = caps.lockstep) are padded to
+    each group's longest, by exactly those idle lane-iterations, so the same test keeps
+    the padding small. Devices sort exactly (cheap there)."""
+    if caps.sizes_on_device:
+        return True
+    lanes = caps.lockstep
+    whole = work.size // lanes * lanes
+    if lanes == 1 or not whole:
+        return False
+    groups = work[:whole].reshape(-1, lanes)
+    # Groups spread over the whole launch, at most 8,192 of them: this runs on one thread.
+    groups = groups[::max(1, len(groups) // 8192)]
+    idle = int(groups.max(axis=1).sum()) * lanes - int(groups.sum())
+    return idle >= SORT_COST * groups.size
 
 
 def work_order(work, xp=np):

@@ -90,7 +90,11 @@ class CpuBackend(HostMemory, Backend):
 
     def __init__(self):
         super().__init__()
-        self.caps = Caps(order_elements=True, lockstep=vector_width())
+        width = vector_width()
+        # Interleaved tapes (kir.py) where W lanes push together: slot k of a group's W
+        # stacks is one vector store (simd.py).
+        self.caps = Caps(order_elements=True, lockstep=width,
+                         tape_lanes=width if self.simd else 1, compact_tapes=self.simd)
         self._pool = None
         self._workers = 0
         self._lock = threading.Lock()
@@ -113,7 +117,7 @@ class CpuBackend(HostMemory, Backend):
         return kernel if wrap_pieces(kernel) is not None else unwrap_loads(kernel)
 
     def _simd(self, kernel):
-        return self.simd and self._has_loops(kernel)
+        return self.simd and (self._has_loops(kernel) or bool(kernel.stacks))
 
     def render(self, kernel):
         if self._simd(kernel):
@@ -165,8 +169,10 @@ class CpuBackend(HostMemory, Backend):
             # Submitting under the lock: no other thread can shut this pool down meanwhile.
             with self._lock:
                 pool, workers = self._executor()
-                job = _Job(compiled, n_threads,
-                           max(_MIN_CHUNK, -(-n_threads // (workers * 16))), addresses)
+                # Whole lane groups per chunk, so that the SIMD renderer's groups are the
+                # interleaved tapes' groups.
+                chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
+                job = _Job(compiled, n_threads, -(-chunk // 64) * 64, addresses)
                 for _ in range(workers - 1):
                     futures.append(pool.submit(job.work))
             job.chunks()        # the calling thread takes chunks too
@@ -182,4 +188,3 @@ class CpuScalarBackend(CpuBackend):
     """The CPU backend with one element per thread in every kernel."""
     name = "cpu-scalar"
     simd = False
-    caps = Caps()

@@ -159,7 +159,10 @@ class SimdRenderer:
         b, k, W = self.b, self.kernel, self.W
         start, end, n_threads = self.fn.args[:3]
         v64 = vec(I64, W)
-        self.stack_state = [tuple(b.alloca(v64) for _ in range(3)) for _ in k.stacks]
+        # Per stack: depth, base, capacity, the distance between slots (kir.py), and
+        # whether the group's slices are all interleaved.
+        self.stack_state = [tuple(b.alloca(v64) for _ in range(4)) + (b.alloca(I1),)
+                            for _ in k.stacks]
         self.counter_slots = [b.alloca(v64) for _ in k.counters]
         self.n_threads = n_threads
         pre = b.block
@@ -194,14 +197,28 @@ class SimdRenderer:
         return str(self.module)
 
     def _thread_start(self):
-        v64 = vec(I64, self.W)
-        for spec, (sp, base, cap) in zip(self.kernel.stacks, self.stack_state):
+        b, v64, lanes = self.b, vec(I64, self.W), self.kernel.tape_lanes
+        for spec, (sp, base, cap, stride, grouped) in zip(self.kernel.stacks,
+                                                          self.stack_state):
             c = self.load_vec(spec.cap, self.kernel.tid, np.int64, self.mask)
             s = self.load_vec(spec.start, self.kernel.tid, np.int64, self.mask)
-            self.b.store(c, cap)
-            self.b.store(self.b.add(self.b.mul(s, splat(v64, spec.group_size)),
-                                    self.b.mul(c, splat(v64, spec.index))), base)
-            self.b.store(splat(v64, 0), sp)
+            b.store(c, cap)
+            b.store(splat(v64, 0), sp)
+            if lanes == 1:
+                b.store(b.add(b.mul(s, splat(v64, spec.group_size)),
+                              b.mul(c, splat(v64, spec.index))), base)
+                continue
+            # kir.py: base = group_size * (start - lane) + lane + index * cap * L, slots L
+            # apart; a negative start is a compact slice at ~start, slots 1 apart.
+            compact = b.icmp_signed("<", s, splat(v64, 0))
+            s = b.select(compact, b.not_(s), s)
+            lane = b.srem(s, splat(v64, lanes))
+            first = b.add(b.mul(b.sub(s, lane), splat(v64, spec.group_size)), lane)
+            interleaved = b.add(first, b.mul(c, splat(v64, spec.index * lanes)))
+            alone = b.add(b.mul(s, splat(v64, spec.group_size)), b.mul(c, splat(v64, spec.index)))
+            b.store(b.select(compact, alone, interleaved), base)
+            b.store(b.select(compact, splat(v64, 1), splat(v64, lanes)), stride)
+            b.store(b.not_(self.any(b.and_(compact, self.mask))), grouped)
         for slot in self.counter_slots:
             self.b.store(splat(v64, 0), slot)
 
@@ -332,21 +349,94 @@ class SimdRenderer:
         self.b.store(self.b.select(self.mask, self.val(s.depth), self.b.load(sp)), sp)
 
     def _slots(self, k, depth):
+        """The stack's spec and each lane's slot index at `depth` in its region."""
         spec = self.kernel.stacks[k]
         base = self.b.load(self.stack_state[k][1])
-        return spec, self._pointers(spec.region, self.b.add(base, depth),
-                                    storage_type(spec.dtype))
+        if self.kernel.tape_lanes == 1:
+            return spec, self.b.add(base, depth)
+        return spec, self.b.add(base, self.b.mul(depth, self.b.load(self.stack_state[k][3])))
+
+    def _run_start(self, index, mask):
+        """(i1, i64): whether the lanes in `mask` reach consecutive slots, lane l at
+        first + l, and `first`. With interleaved tapes (kernel.tape_lanes = W) the lanes of an
+        aligned group at equal depths do, the usual case in a loop: their push is then one
+        vector store and their pop one vector load instead of a scatter or gather."""
+        b, W = self.b, self.W
+        relative = b.sub(index, ir.Constant(index.type, list(range(W))))
+        bits = b.bitcast(mask, ir.IntType(W))
+        cttz = self.function(f"llvm.cttz.i{W}", bits.type, [bits.type, I1])
+        # No lane set: cttz gives W, masked to lane 0; the empty mask then stores nothing.
+        lane = b.and_(b.call(cttz, [bits, I1(0)]), ir.Constant(bits.type, W - 1))
+        first = b.extract_element(relative, lane)
+        agree = b.or_(b.icmp_signed("==", relative, self._splat(first)), b.not_(mask))
+        every = b.icmp_unsigned("==", b.bitcast(agree, bits.type),
+                                ir.Constant(bits.type, (1 << W) - 1))
+        return every, first
+
+    def _by_runs(self, k, index, mask, on_run, by_lane):
+        """on_run(first) where the lanes in `mask` reach consecutive slots of stack k (its
+        group's slices interleaved, at one depth), else by_lane(); a phi of their values
+        where they give one. The group's flag is tested first, so compact slices skip the
+        test of the lanes' slots."""
+        if self.kernel.tape_lanes != self.W:
+            return by_lane()
+        b = self.b
+        check, run, lane, end = (self.fn.append_basic_block(name) for name in
+                                 ("run.check", "run", "by.lane", "run.end"))
+        b.cbranch(b.load(self.stack_state[k][4]), check, lane)
+        b.position_at_end(check)
+        every, first = self._run_start(index, mask)
+        b.cbranch(every, run, lane)
+        b.position_at_end(run)
+        fast = on_run(first)
+        from_run = b.block
+        b.branch(end)
+        b.position_at_end(lane)
+        slow = by_lane()
+        from_lane = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        if fast is None:
+            return None
+        v = b.phi(fast.type)
+        v.add_incoming(fast, from_run)
+        v.add_incoming(slow, from_lane)
+        return v
+
+    def _stack_store(self, k, spec, index, value, mask):
+        elem = storage_type(spec.dtype)
+        align = I32(spec.dtype.itemsize)
+
+        def on_run(first):
+            fn = self.function(f"llvm.masked.store.{suffix(value.type)}.p0", VOID,
+                               [value.type, PTR, I32, mask.type])
+            ptr = self.b.gep(self.bufs[spec.region], [first], source_etype=elem)
+            self.b.call(fn, [value, ptr, align, mask])
+        self._by_runs(k, index, mask, on_run, lambda: self.scatter(
+            self._pointers(spec.region, index, elem), value, align, mask))
+
+    def _stack_load(self, k, spec, index, mask):
+        elem = storage_type(spec.dtype)
+        vt, align = vec(elem, self.W), I32(spec.dtype.itemsize)
+
+        def on_run(first):
+            fn = self.function(f"llvm.masked.load.{suffix(vt)}.p0", vt,
+                               [PTR, I32, mask.type, vt])
+            ptr = self.b.gep(self.bufs[spec.region], [first], source_etype=elem)
+            return self.b.call(fn, [ptr, align, mask, ir.Constant(vt, None)])
+        return self._by_runs(k, index, mask, on_run, lambda: self.gather(
+            self._pointers(spec.region, index, elem), vt, align, mask))
 
     def do_Push(self, s):
         b, mask = self.b, self.mask
-        sp_slot, _, cap_slot = self.stack_state[s.stack]
+        sp_slot, _, cap_slot = self.stack_state[s.stack][:3]
         sp, cap = b.load(sp_slot), b.load(cap_slot)
         fits = b.and_(mask, b.icmp_signed("<", sp, cap))
-        spec, ptrs = self._slots(s.stack, sp)
+        spec, index = self._slots(s.stack, sp)
         value = self.val(s.value)
         if spec.dtype == bool:
             value = b.zext(value, vec(I8, self.W))
-        self.scatter(ptrs, value, I32(spec.dtype.itemsize), fits)
+        self._stack_store(s.stack, spec, index, value, fits)
         over = b.and_(mask, b.not_(fits))
         attempted = b.add(sp, splat(sp.type, 1))
         self.when(self.any(over), lambda: self._fault(spec.fault_slot, attempted, over))
@@ -354,7 +444,7 @@ class SimdRenderer:
 
     def do_Pop(self, s):
         b, mask = self.b, self.mask
-        sp_slot, _, cap_slot = self.stack_state[s.stack]
+        sp_slot, _, cap_slot = self.stack_state[s.stack][:3]
         sp = b.load(sp_slot)
         lowered = b.sub(sp, splat(sp.type, 1))
         lowered = b.select(b.icmp_signed("<", lowered, splat(sp.type, 0)), splat(sp.type, 0),
@@ -362,9 +452,8 @@ class SimdRenderer:
         sp = b.select(mask, lowered, sp)
         b.store(sp, sp_slot)
         valid = b.and_(mask, b.icmp_signed("<", sp, b.load(cap_slot)))
-        spec, ptrs = self._slots(s.stack, sp)
-        v = self.gather(ptrs, vec(storage_type(spec.dtype), self.W), I32(spec.dtype.itemsize),
-                        valid)
+        spec, index = self._slots(s.stack, sp)
+        v = self._stack_load(s.stack, spec, index, valid)
         self.env[s.out] = b.icmp_unsigned("!=", v, ir.Constant(v.type, None)) \
             if spec.dtype == bool else v
 
