@@ -61,6 +61,9 @@ def test_interleaved_layout_in_parts_matches_one_pass(n, lanes, ordered):
     np.testing.assert_array_equal(raised[run], group_cap[thread // lanes])
     np.testing.assert_array_equal(start[run], group_start[thread // lanes] + thread % lanes)
     assert total == int(group_cap.sum()) * lanes
+    own_start, own, own_total = parallel.interleaved(cap, order, lanes, shared=False)
+    assert own is cap and own_total == total
+    np.testing.assert_array_equal(own_start, start)
     padding = total - int(cap.sum())
     if padding:
         assert parallel.interleaved(cap, order, lanes, int(cap.sum()) // padding + 1) is None

@@ -46,7 +46,11 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
         # than the locality it buys.
         order = None
     if lanes > 1 and xp is np:
-        interleaved = parallel.interleaved(cap, order, lanes, MAX_PADDING if compact else None)
+        # Each element keeps its own capacity where no two stacks share a region: their
+        # addresses then do not depend on it (kernel/kir.py), and a scatter is saved.
+        shared = len(set(map(np.dtype, info.carry_dtypes))) < len(info.carry_dtypes)
+        interleaved = parallel.interleaved(cap, order, lanes, MAX_PADDING if compact else None,
+                                           shared)
         if interleaved is None:
             start, total = _compact(cap, order)
         else:

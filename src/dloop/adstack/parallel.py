@@ -136,17 +136,18 @@ def starts_in_order(cap, order, xp=np):
     return start, int(sums.sum())
 
 
-def interleaved(cap, order, lanes, max_padding=None):
+def interleaved(cap, order, lanes, max_padding=None, shared=True):
     """(start, raised, total) for interleaved tapes on the host (layout.py): threads run
     elements `order` (None: element order), each group of `lanes` consecutive threads takes
-    its largest capacity (`raised`, per element) and the group's slots start at a multiple
-    of `lanes`, each thread at its lane (`start`, per element); `total`: slots per stack.
+    its largest capacity (`raised`, per element; `cap` itself unless `shared`, for loops
+    whose stack addresses do not depend on it) and the group's slots start at a multiple of
+    `lanes`, each thread at its lane (`start`, per element); `total`: slots per stack.
     None where that pads the capacities' sum by more than 1/max_padding of it. Two passes
     over parts of whole groups, one part per thread (group maxima and sums; starts and the
     scatter back to elements), the second only where the padding is acceptable."""
     n = cap.size
     if not n:
-        return np.empty_like(cap), np.empty_like(cap), 0
+        return np.empty_like(cap), np.empty_like(cap) if shared else cap, 0
     if max_padding is not None and order is None and _pads_plainly(cap, lanes, max_padding):
         return None
     chunks = [(lo // lanes * lanes, hi // lanes * lanes if hi < n else n)
@@ -169,7 +170,8 @@ def interleaved(cap, order, lanes, max_padding=None):
     if max_padding is not None and (total - exact) * max_padding > exact:
         return None
     offsets = np.cumsum(sums) - sums
-    start, raised = np.empty_like(cap), np.empty_like(cap)
+    start = np.empty_like(cap)
+    raised = np.empty_like(cap) if shared else cap
 
     def place(c, lo, hi):
         if hi <= lo:
@@ -179,10 +181,10 @@ def interleaved(cap, order, lanes, max_padding=None):
         first[0] = offsets[c]
         np.cumsum(top[:-1] * lanes, out=first[1:])
         first[1:] += offsets[c]
-        at = (first[:, None] + lane_ids).reshape(-1)[:hi - lo]
-        top = np.repeat(top, lanes)[:hi - lo]
         where = slice(lo, hi) if order is None else order[lo:hi]
-        start[where], raised[where] = at, top
+        start[where] = (first[:, None] + lane_ids).reshape(-1)[:hi - lo]
+        if shared:
+            raised[where] = np.repeat(top, lanes)[:hi - lo]
     run(place, chunks)
     return start, raised, total
 

@@ -9,7 +9,8 @@ mutable state, and each has a fixed meaning every backend implements the same wa
   + lane + index * cap[tid] * L, where L is the kernel's `tape_lanes` and lane = start[tid]
   mod L (start and cap are buffers of the stack's loop); its depth sp starts at 0. Slot k of
   the stack is region[base + k * L]. With L = 1 a stack is one contiguous slice; with L > 1
-  the layout gives each group of L elements one capacity and interleaves their slots, so
+  the layout interleaves the slots of each group of L elements, giving them one capacity
+  (or each its own, where group_size is 1 and addresses do not depend on it), so
   that the L threads a GPU runs in lockstep store to neighbouring addresses
   (adstack/layout.py). With L > 1, a negative start[tid] is a compact slice instead:
   base = group_size * ~start[tid] + index * cap[tid] and slot k is region[base + k]; host
