@@ -86,7 +86,7 @@ def test_bool_and_int_carries_beside_a_float():
         return (v * a).sum()
 
     got = dl.grad(solve)(a)
-    v, up, d = np.full(n, 0.5), np.ones(n, bool), np.zeros(n)
+    v, up = np.full(n, 0.5), np.ones(n, bool)
     live = v < a + 1.0
     while live.any():
         v = np.where(live, np.where(up, v * 1.1, v * 0.95), v)

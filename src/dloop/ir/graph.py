@@ -9,6 +9,18 @@ import numpy as np
 _ids = itertools.count()
 
 
+_DTYPE_NAMES = {}
+
+
+def dtype_name(dtype):
+    """dtype.name, which NumPy computes in Python at every access: read once per dtype (the
+    cache key of every call prints one per value)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 @dataclass(frozen=True)
 class Aval:
     """Abstract value: what tracing knows of an array. A tape token is an int64 array of the
@@ -31,7 +43,7 @@ class Aval:
     @functools.cached_property
     def text(self):
         """Written into every program's cache key, at every call: made once per value."""
-        base = f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
+        base = f"{dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
         return "tape" + base if self.is_tape else base
 
 

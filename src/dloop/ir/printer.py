@@ -1,7 +1,7 @@
 """STAGE 2 — str(graph): the readable form that tests and debug dumps show; and the
 canonical text that keys the cache of compiled programs."""
 
-from .graph import Var
+from .graph import Var, dtype_name
 
 
 def format_graph(graph, indent=0):
@@ -50,7 +50,7 @@ def _canonical_name(x, consts, names, order):
             else:
                 names[x] = f"v{len(names)}:{x.aval}"
         return names[x].split(":")[0] if names[x][0] == "v" else names[x]
-    return f"{x.value!r}:{x.aval.dtype.name}"
+    return f"{x.value!r}:{dtype_name(x.aval.dtype)}"
 
 
 def _canonical(graph, consts, names, order, lines, pad):
