@@ -42,14 +42,17 @@ def canonical_text(graph, consts):
 
 
 def _canonical_name(x, consts, names, order):
+    """A value's name in the text: v<k> (its type is printed where it is defined), a
+    constant's c<k>:<type>, a literal's value and dtype."""
     if isinstance(x, Var):
-        if x not in names:
+        name = names.get(x)
+        if name is None:
             if x in consts:
                 order.append(x)
-                names[x] = f"c{len(order) - 1}:{x.aval}"
+                name = names[x] = f"c{len(order) - 1}:{x.aval}"
             else:
-                names[x] = f"v{len(names)}:{x.aval}"
-        return names[x].split(":")[0] if names[x][0] == "v" else names[x]
+                name = names[x] = f"v{len(names)}"
+        return name
     return f"{x.value!r}:{dtype_name(x.aval.dtype)}"
 
 
