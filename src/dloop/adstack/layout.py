@@ -66,11 +66,8 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
             start, cap = xp.empty_like(cap), xp.empty_like(cap)
             parallel.scatter(start, order, running, xp)
             parallel.scatter(cap, order, ordered, xp)
-    elif order is not None:
-        start, total = parallel.starts_in_order(cap, order, xp)
     else:
-        start = parallel.exclusive_cumsum(cap, xp)
-        total = int(start[-1] + cap[-1]) if cap.size else 0
+        start, total = _packed(cap, order, xp)
     regions = {}
     for dtype in map(np.dtype, info.carry_dtypes):
         count = sum(1 for d in info.carry_dtypes if np.dtype(d) == dtype)
@@ -78,14 +75,19 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
     return LoopLayout(cap, start, regions)
 
 
+def _packed(cap, order, xp=np):
+    """(start, total) of slices packed one after another in `order` (None: element order)."""
+    if order is not None:
+        return parallel.starts_in_order(cap, order, xp)
+    start = parallel.exclusive_cumsum(cap, xp)
+    return start, int(start[-1] + cap[-1]) if cap.size else 0
+
+
 def _compact(cap, order):
     """Compact slices under interleaved addressing (kernel/kir.py): each start as ~start, so
-    negative, which the kernel reads as a slice of its own."""
-    if order is not None and cap.size >= parallel.MIN_CHUNK:
-        start, total = parallel.starts_in_order(cap, order)
-    else:
-        start = parallel.exclusive_cumsum(cap)
-        total = int(start[-1] + cap[-1]) if cap.size else 0
+    negative, which the kernel reads as a slice of its own. Small tapes keep element order,
+    as with lanes = 1."""
+    start, total = _packed(cap, order if cap.size >= parallel.MIN_CHUNK else None)
     return np.invert(start, out=start), total
 
 

@@ -192,11 +192,20 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
 def _pads_plainly(cap, lanes, max_padding):
     """Whether ~1,000 groups spread over `cap` (in element order) pad by more than twice
     1/max_padding: then the whole pass would only confirm it (W2's Newton solves: 17%)."""
-    whole = cap.size // lanes * lanes
-    groups = cap[:whole].reshape(-1, lanes)[::max(1, whole // lanes // 1024)]
-    exact = int(groups.sum())
-    return (int(groups.max(axis=1).sum()) * lanes - exact) * max_padding > 2 * exact \
-        if groups.size else False
+    padding, exact, _ = sampled_padding(cap, lanes, 1024)
+    return padding * max_padding > 2 * exact
+
+
+def sampled_padding(values, lanes, most):
+    """(padding, total, count) over at most `most` groups of `lanes` consecutive values,
+    spread over the whole array (a whole group each; a last partial group is left out): the
+    slots that raising each group to its largest adds, the sample's sum and its size. On
+    one thread: a sample is cheap."""
+    whole = values.size // lanes * lanes
+    groups = values[:whole].reshape(-1, lanes)
+    groups = groups[::max(1, len(groups) // most)]
+    total = int(groups.sum())
+    return int(groups.max(axis=1).sum()) * lanes - total, total, groups.size
 
 
 def scatter(out, indices, values, xp=np):

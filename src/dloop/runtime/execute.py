@@ -352,14 +352,10 @@ def sorting_pays(work, caps):
     if caps.sizes_on_device:
         return True
     lanes = caps.lockstep
-    whole = work.size // lanes * lanes
-    if lanes == 1 or not whole:
+    if lanes == 1 or work.size < lanes:
         return False
-    groups = work[:whole].reshape(-1, lanes)
-    # Groups spread over the whole launch, at most 8,192 of them: this runs on one thread.
-    groups = groups[::max(1, len(groups) // 8192)]
-    idle = int(groups.max(axis=1).sum()) * lanes - int(groups.sum())
-    return idle >= SORT_COST * groups.size
+    idle, _, count = parallel.sampled_padding(work, lanes, 8192)
+    return idle >= SORT_COST * count
 
 
 def work_order(work, xp=np):

@@ -171,8 +171,9 @@ class CpuBackend(HostMemory, Backend):
                 pool, workers = self._executor()
                 # Whole lane groups per chunk, so that the SIMD renderer's groups are the
                 # interleaved tapes' groups.
+                lanes = self.caps.tape_lanes
                 chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
-                job = _Job(compiled, n_threads, -(-chunk // 64) * 64, addresses)
+                job = _Job(compiled, n_threads, -(-chunk // lanes) * lanes, addresses)
                 for _ in range(workers - 1):
                     futures.append(pool.submit(job.work))
             job.chunks()        # the calling thread takes chunks too

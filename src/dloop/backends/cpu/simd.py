@@ -204,18 +204,19 @@ class SimdRenderer:
             s = self.load_vec(spec.start, self.kernel.tid, np.int64, self.mask)
             b.store(c, cap)
             b.store(splat(v64, 0), sp)
+            if lanes > 1:
+                # kir.py: a negative start is a compact slice at ~start, slots 1 apart.
+                compact = b.icmp_signed("<", s, splat(v64, 0))
+                s = b.select(compact, b.not_(s), s)
+            alone = b.add(b.mul(s, splat(v64, spec.group_size)),
+                          b.mul(c, splat(v64, spec.index)))
             if lanes == 1:
-                b.store(b.add(b.mul(s, splat(v64, spec.group_size)),
-                              b.mul(c, splat(v64, spec.index))), base)
+                b.store(alone, base)
                 continue
-            # kir.py: base = group_size * (start - lane) + lane + index * cap * L, slots L
-            # apart; a negative start is a compact slice at ~start, slots 1 apart.
-            compact = b.icmp_signed("<", s, splat(v64, 0))
-            s = b.select(compact, b.not_(s), s)
+            # kir.py: base = group_size * (start - lane) + lane + index * cap * L, slots L apart.
             lane = b.srem(s, splat(v64, lanes))
             first = b.add(b.mul(b.sub(s, lane), splat(v64, spec.group_size)), lane)
             interleaved = b.add(first, b.mul(c, splat(v64, spec.index * lanes)))
-            alone = b.add(b.mul(s, splat(v64, spec.group_size)), b.mul(c, splat(v64, spec.index)))
             b.store(b.select(compact, alone, interleaved), base)
             b.store(b.select(compact, splat(v64, 1), splat(v64, lanes)), stride)
             b.store(b.not_(self.any(b.and_(compact, self.mask))), grouped)
