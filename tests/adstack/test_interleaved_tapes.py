@@ -1,8 +1,9 @@
-"""The SIMD CPU renderer's interleaved tapes (kernel/kir.py, caps.tape_lanes = W): a lane
-group whose lanes push at one depth writes one vector, and any other pattern (lanes at
-different depths, groups cut by a chunk's edge, bool and int carries) scatters. Both paths
-against closed forms and float64 central differences, over sizes that leave partial groups
-and run on several threads."""
+"""Interleaved tapes (kernel/kir.py, caps.tape_lanes = W) on the backends that size them on
+the host and read negative starts as compact slices: the SIMD CPU renderer (a lane group
+whose lanes push at one depth writes one vector, and any other pattern (lanes at different
+depths, groups cut by a chunk's edge, bool and int carries) scatters) and Vulkan (groups of
+32 threads). Both against closed forms and float64 central differences, over sizes that
+leave partial groups and run on several threads."""
 
 import numpy as np
 import pytest
@@ -11,21 +12,23 @@ import dloop as dl
 from dloop.adstack.layout import loop_layout
 from dloop.backends.base import available, get_backend
 from dloop.ir.graph import LoopInfo
-from helpers import finite_difference
+from helpers import finite_difference, tape_slots
 
 
-@pytest.fixture(autouse=True)
-def cpu():
-    if not available("cpu")[0]:
-        pytest.skip("needs the cpu backend")
-    if get_backend("cpu").caps.tape_lanes == 1:
-        pytest.skip("this host's cpu backend runs one lane")
-    with dl.config.override(backend="cpu"):
-        yield
+@pytest.fixture(autouse=True, params=["cpu", "vulkan"])
+def backend(request):
+    name = request.param
+    ok, why = available(name)
+    if not ok:
+        pytest.skip(why)
+    if get_backend(name).caps.tape_lanes == 1:
+        pytest.skip(f"this host's {name} backend runs one lane")
+    with dl.config.override(backend=name):
+        yield name
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 1021, 70_001])
-def test_lanes_at_one_depth(n):
+def test_lanes_at_one_depth(n, backend):
     """Trips in random order, so groups mix lengths and lanes drop out one by one."""
     trips = np.random.default_rng(n).integers(0, 40, n)
     x = np.random.default_rng(n + 1).uniform(0.5, 1.5, n)
@@ -39,6 +42,34 @@ def test_lanes_at_one_depth(n):
             v = np.where(live, v * 0.97 + 0.01 * v * v, v)
         return d
     np.testing.assert_allclose(g(x), closed(x), rtol=1e-13)
+    # Sorted groups pad little: the large cases interleave, at the predicted size.
+    assert dl.memory_stats()["adstack_bytes_used"] == tape_slots(backend, trips)[0] * 8
+
+
+@pytest.mark.parametrize("case", ["even", "one long in 64"])
+def test_groups_that_pad_little_interleave(case, backend, monkeypatch):
+    """Even trips interleave in element order; rare long elements get the elements sorted
+    (by every backend's sort_cost), then interleaved. Both against a closed form, with
+    interleaved starts (non-negative) and the predicted tape size."""
+    from dloop.runtime import execute
+    n = 20_000
+    rng = np.random.default_rng(11)
+    trips = np.full(n, 7)
+    if case != "even":
+        trips[rng.choice(n, n // 64, replace=False)] = 2000
+    x = rng.uniform(0.5, 1.5, n)
+    starts = []
+    lay_out = execute.loop_layout
+
+    def recorded(*args, **kwargs):
+        layout = lay_out(*args, **kwargs)
+        starts.append(int(np.asarray(layout.start).min()))
+        return layout
+    monkeypatch.setattr(execute, "loop_layout", recorded)
+    g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.999 + 0.001, x).sum())(x)
+    np.testing.assert_allclose(g, 0.999 ** trips, rtol=1e-12)
+    assert starts and min(starts) >= 0
+    assert dl.memory_stats()["adstack_bytes_used"] == tape_slots(backend, trips)[0] * 8
 
 
 def test_lanes_at_different_depths():
@@ -96,11 +127,11 @@ def test_bool_and_int_carries_beside_a_float():
     np.testing.assert_allclose(got, v, rtol=1e-13)
 
 
-def test_a_layout_that_interleaving_would_pad_stays_compact():
-    """One long element among short ones: interleaved, its group would take 8 x 1000 slots
+def test_a_layout_that_interleaving_would_pad_stays_compact(backend):
+    """One long element among short ones: interleaved, its group would take W x 1000 slots
     for 1030 steps. The host layout keeps such a loop compact (negative starts, kir.py), and
     interleaves loops whose groups are about even."""
-    lanes = get_backend("cpu").caps.tape_lanes
+    lanes = get_backend(backend).caps.tape_lanes
     info = LoopInfo(loop_id=0, kind="fori", shape=(4,), carry_dtypes=(np.dtype(np.float64),),
                     invariant_modes=(), body=None)
     skewed = loop_layout(info, np.array([10, 1000, 10, 10]), lanes=lanes, compact=True)

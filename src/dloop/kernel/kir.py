@@ -15,7 +15,7 @@ mutable state, and each has a fixed meaning every backend implements the same wa
   (adstack/layout.py). With L > 1, a negative start[tid] is a compact slice instead:
   base = group_size * ~start[tid] + index * cap[tid] and slot k is region[base + k]; host
   layouts use it where interleaving would pad the tape by more than a little, for backends
-  whose caps.compact_tapes says their renderer reads it (the SIMD CPU renderer).
+  whose caps.compact_tapes says their renderer reads it (the SIMD CPU and Vulkan renderers).
 * StackInit(s, d): sp = d.
 * Push(s, v): if sp < cap: slot sp = v, else Fault(s.fault_slot, sp + 1); sp += 1.
 * Pop(s): sp = max(sp - 1, 0); the value is slot sp if sp < cap, else 0.

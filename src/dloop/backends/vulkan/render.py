@@ -20,6 +20,8 @@ from . import spirv as S
 from .assembler import Function, Module
 from .device import WORKGROUP
 
+_READ_ONLY = ("in", "start", "cap", "order")
+
 
 class Renderer:
     def __init__(self, kernel, features, rough=False):
@@ -121,6 +123,11 @@ class Renderer:
         var = m.variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
         m.decorate(var, "DescriptorSet", 0)
         m.decorate(var, "Binding", k)
+        # No two bindings of a launch overlap where either is written, and inputs are only
+        # read: the driver may keep loads of them out of loops, as CUDA's __restrict__.
+        m.decorate(var, "Restrict")
+        if self.k.buffers[k].kind in _READ_ONLY:
+            m.decorate(var, "NonWritable")
         return var
 
     # -- the shader --
@@ -150,7 +157,8 @@ class Renderer:
         n32 = fn.op("Load", self.i32, fn.op("AccessChain", m.t_pointer("PushConstant", self.i32),
                                              pc_var, self.c32(0)))
         self.n = self.index(n32)
-        self.stack_state = [tuple(fn.local(m.t_pointer("Function", self.it)) for _ in range(3))
+        # Per stack: depth, base, capacity and the distance between its slots (kernel/kir.py).
+        self.stack_state = [tuple(fn.local(m.t_pointer("Function", self.it)) for _ in range(4))
                             for _ in self.k.stacks]
         self.counters = [fn.local(m.t_pointer("Function", self.it)) for _ in self.k.counters]
 
@@ -199,18 +207,44 @@ class Renderer:
         return last
 
     def _thread_start(self, tid):
-        fn = self.fn
-        for spec, (sp, base, cap) in zip(self.k.stacks, self.stack_state):
+        fn, it, lanes = self.fn, self.it, self.k.tape_lanes
+        for spec, (sp, base, cap, stride) in zip(self.k.stacks, self.stack_state):
             c = self.load(spec.cap, tid)
             start = self.load(spec.start, tid)
             fn.do("Store", cap, c)
-            b = fn.op("IAdd", self.it,
-                      fn.op("IMul", self.it, start, self.const(spec.group_size, np.int64)),
-                      fn.op("IMul", self.it, c, self.const(spec.index, np.int64)))
-            fn.do("Store", base, b)
+            group = self.const(spec.group_size, np.int64)
+            compact = fn.op("IAdd", it, fn.op("IMul", it, start, group),
+                            fn.op("IMul", it, c, self.const(spec.index, np.int64)))
+            if lanes == 1:
+                fn.do("Store", base, compact)
+                fn.do("Store", stride, self.const(1, np.int64))
+            else:
+                # Interleaved groups of `lanes` threads; a negative start is a compact slice
+                # at ~start, which host layouts choose where interleaving would pad.
+                assert lanes & (lanes - 1) == 0, "tape_lanes must be a power of two"
+                lane = fn.op("BitwiseAnd", it, start, self.const(lanes - 1, np.int64))
+                interleaved = fn.op(
+                    "IAdd", it, fn.op("IMul", it, fn.op("ISub", it, start, lane), group),
+                    fn.op("IAdd", it, lane,
+                          fn.op("IMul", it, c, self.const(spec.index * lanes, np.int64))))
+                compact = fn.op("IAdd", it, fn.op("IMul", it, fn.op("Not", it, start), group),
+                                fn.op("IMul", it, c, self.const(spec.index, np.int64)))
+                negative = fn.op("SLessThan", self.m.t_bool(), start,
+                                 self.const(0, np.int64))
+                fn.do("Store", base, fn.op("Select", it, negative, compact, interleaved))
+                fn.do("Store", stride, fn.op("Select", it, negative, self.const(1, np.int64),
+                                             self.const(lanes, np.int64)))
             fn.do("Store", sp, self.const(0, np.int64))
         for slot in self.counters:
             fn.do("Store", slot, self.const(0, np.int64))
+
+    def _slot(self, base_var, stride_var, sp):
+        """The region index of slot sp of a stack."""
+        fn, it = self.fn, self.it
+        base = fn.op("Load", it, base_var)
+        if self.k.tape_lanes == 1:
+            return fn.op("IAdd", it, base, sp)
+        return fn.op("IAdd", it, base, fn.op("IMul", it, sp, fn.op("Load", it, stride_var)))
 
     def _thread_end(self, tid):
         if not self.counters:
@@ -366,10 +400,9 @@ class Renderer:
 
     def do_Push(self, s):
         fn, spec = self.fn, self.k.stacks[s.stack]
-        sp_var, base_var, cap_var = self.stack_state[s.stack]
+        sp_var, base_var, cap_var, stride_var = self.stack_state[s.stack]
         sp = fn.op("Load", self.it, sp_var)
         cap = fn.op("Load", self.it, cap_var)
-        base = fn.op("Load", self.it, base_var)
         value = self.val(s.value)
         fits = fn.op("SLessThan", self.m.t_bool(), sp, cap)
         nxt = fn.op("IAdd", self.it, sp, self.const(1, np.int64))
@@ -378,7 +411,7 @@ class Renderer:
         fn.end("SelectionMerge", merge, 0)
         fn.end("BranchConditional", fits, then_label, else_label)
         fn.begin(then_label)
-        self.store(spec.region, fn.op("IAdd", self.it, base, sp), value)
+        self.store(spec.region, self._slot(base_var, stride_var, sp), value)
         fn.end("Branch", merge)
         fn.begin(else_label)
         self.fault(spec.fault_slot, nxt)
@@ -388,18 +421,17 @@ class Renderer:
 
     def do_Pop(self, s):
         fn, spec = self.fn, self.k.stacks[s.stack]
-        sp_var, base_var, cap_var = self.stack_state[s.stack]
+        sp_var, base_var, cap_var, stride_var = self.stack_state[s.stack]
         bool_t = self.m.t_bool()
         zero = self.const(0, np.int64)
         sp = fn.op("ISub", self.it, fn.op("Load", self.it, sp_var), self.const(1, np.int64))
         sp = fn.op("Select", self.it, fn.op("SLessThan", bool_t, sp, zero), zero, sp)
         fn.do("Store", sp_var, sp)
         valid = fn.op("SLessThan", bool_t, sp, fn.op("Load", self.it, cap_var))
-        base = fn.op("Load", self.it, base_var)
         before = fn.label
         got = []
         last = self.if_(valid, lambda: got.append(
-            self.load(spec.region, fn.op("IAdd", self.it, base, sp))))
+            self.load(spec.region, self._slot(base_var, stride_var, sp))))
         rid, _ = fn.phi(self.vt(s.out.dtype), [(got[0], last),
                                                (self.const(0, s.out.dtype), before)])
         self.env[s.out] = rid
