@@ -31,6 +31,8 @@ def _checked(name, a, b, xp):
     margin). On the host the operands' magnitudes usually show at once that nothing can pass
     it; on a device, reading them would wait for the device, so the twin always runs."""
     op = getattr(xp, name)
+    if _scalar(b) and int(b) == (1 if name == "multiply" else 0):
+        return a                # a trip count's `upper - 0`: no pass over the elements
     if _scalar(a) and _scalar(b):
         exact = getattr(int, {"add": "__add__", "subtract": "__sub__",
                               "multiply": "__mul__"}[name])(int(a), int(b))
@@ -68,7 +70,8 @@ def _as_int64(array, xp):
     array = xp.asarray(array)
     if array.dtype == np.uint64:
         array = xp.minimum(array, np.uint64(SATURATED))
-    return array.astype(np.int64)
+    # Not copied when already int64: capacities are computed from it, never written in it.
+    return array.astype(np.int64, copy=False)
 
 
 class Expr:
@@ -252,6 +255,9 @@ def evaluate(expr, env, shape, xp=np):
     allows (_flat_reads), with the same result bit for bit."""
     shape = tuple(shape)
     n = int(np.prod(shape, dtype=np.int64))
+    bounds = _bounds_as_is(expr, env, shape) if xp is np else None
+    if bounds is not None:
+        return bounds
     chunks = parallel.parts(n, xp)
     flat = _flat_reads(expr, env, shape) if len(chunks) > 1 else None
     if flat is None:
@@ -265,6 +271,25 @@ def evaluate(expr, env, shape, xp=np):
 
     parallel.run(part, chunks)
     return out
+
+
+def _bounds_as_is(expr, env, shape):
+    """The array n itself where `expr` is a trip count max(n[j] - 0, c) (or n[j]) of a 1-D
+    int64 n with no element below c: the loop's bound and its capacity are then one array,
+    which a device backend uploads once for both (runtime/execute.py). None otherwise."""
+    floor = None
+    if isinstance(expr, Binary) and expr.op == "max" and isinstance(expr.b, Const):
+        expr, floor = expr.a, expr.b.value
+    while isinstance(expr, Binary) and expr.op in "+-" and isinstance(expr.b, Const) \
+            and expr.b.value == 0:
+        expr = expr.a
+    if not isinstance(expr, Read):
+        return None
+    n = env[expr.var]
+    if not isinstance(n, np.ndarray) or n.dtype != np.int64 or n.shape != shape or \
+            len(shape) != 1 or not n.flags.c_contiguous or not n.size:
+        return None
+    return n if floor is None or int(n.min()) >= floor else None
 
 
 def _flat_reads(expr, env, shape):

@@ -31,14 +31,16 @@ class LoopLayout:
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
+def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave=None):
     """With `order` (the elements in the order threads run them), the slices are laid out in
     that order, so threads that run together write neighbouring memory (for launches of at
     least parallel.MIN_CHUNK elements, or any launch with lanes > 1; smaller ones keep
     element order). xp: the array namespace of `cap` and `order` (NumPy, or the device's
     where sizing runs there). lanes: caps.tape_lanes, the interleaving group (module
     docstring). compact: caps.compact_tapes, whether a loop that interleaving would pad by
-    more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py)."""
+    more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py).
+    interleave: the backend's fused device version of the interleaved layout
+    (Backend.interleave), used in place of _interleaved and its scatters."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     if cap.size < parallel.MIN_CHUNK and lanes == 1:
@@ -56,6 +58,9 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False):
         else:
             start, cap, total = interleaved
             _check_size(info, cap, padded=total)
+    elif lanes > 1 and interleave is not None:
+        start, cap, total = interleave(cap, order)
+        _check_size(info, cap, padded=total)
     elif lanes > 1:
         ordered = cap if order is None else parallel.take(cap, order, xp)
         ordered, running, total = _interleaved(ordered, lanes, xp)
@@ -87,7 +92,10 @@ def _compact(cap, order):
     """Compact slices under interleaved addressing (kernel/kir.py): each start as ~start, so
     negative, which the kernel reads as a slice of its own. Small tapes keep element order,
     as with lanes = 1."""
-    start, total = _packed(cap, order if cap.size >= parallel.MIN_CHUNK else None)
+    if order is None or cap.size < parallel.MIN_CHUNK:
+        start = parallel.exclusive_cumsum(cap, invert=True)
+        return start, int(~start[-1] + cap[-1]) if cap.size else 0
+    start, total = _packed(cap, order)
     return np.invert(start, out=start), total
 
 

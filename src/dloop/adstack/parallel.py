@@ -88,20 +88,28 @@ def take(values, indices, xp=np):
     return out
 
 
-def exclusive_cumsum(values, xp=np):
-    """[0, v0, v0 + v1, ...] (without the total), as int64."""
-    out = xp.zeros(values.size, np.int64)
+def exclusive_cumsum(values, xp=np, invert=False):
+    """[0, v0, v0 + v1, ...] (without the total), as int64; with `invert`, each as ~sum
+    (the compact slices of kernel/kir.py), in the same passes."""
+    out = xp.empty(values.size, np.int64)
     chunks = parts(values.size, xp)
     if len(chunks) == 1:
         if values.size:
+            out[0] = 0
             xp.cumsum(values[:-1], out=out[1:])
+            if invert:
+                xp.invert(out, out=out)
         return out
     sums = np.array(run(lambda c, lo, hi: int(values[lo:hi].sum()), chunks), np.int64)
     offsets = np.cumsum(sums) - sums
 
     def scan(c, lo, hi):
+        out[lo] = 0
         np.cumsum(values[lo:hi - 1], out=out[lo + 1:hi])
-        out[lo:hi] += offsets[c]
+        if invert:              # ~(s + offset) = (-1 - offset) - s
+            np.subtract(-1 - offsets[c], out[lo:hi], out=out[lo:hi])
+        else:
+            out[lo:hi] += offsets[c]
     run(scan, chunks)
     return out
 
@@ -158,11 +166,19 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
     def maxima(c, lo, hi):
         ordered = cap[lo:hi] if order is None else np.take(cap, order[lo:hi])
         top = group_cap[lo // lanes:-(-hi // lanes)]
-        # `lanes` strided passes: NumPy's max along a short last axis is 3x slower.
-        top[:] = ordered[0::lanes]
-        for lane in range(1, lanes):
-            part = ordered[lane::lanes]
-            np.maximum(top[:part.size], part, out=top[:part.size])
+        whole = ordered.size // lanes * lanes
+        if lanes >= 16:
+            # A warp's 32: NumPy's max along the last axis, one pass.
+            top[:whole // lanes] = ordered[:whole].reshape(-1, lanes).max(axis=1)
+            if whole < ordered.size:
+                top[-1] = ordered[whole:].max()
+        else:
+            # SIMD's 8: `lanes` strided passes (NumPy's max along a short last axis is 3x
+            # slower).
+            top[:] = ordered[0::lanes]
+            for lane in range(1, lanes):
+                part = ordered[lane::lanes]
+                np.maximum(top[:part.size], part, out=top[:part.size])
         return int(top.sum()), int(ordered.sum())
     sums, exact = np.array(run(maxima, chunks), np.int64).T
     sums = sums * lanes

@@ -62,6 +62,10 @@ class Caps:
     # elements are ordered only when their loops, in element order, would leave enough of
     # these lanes idle to pay for the sort (runtime/execute.py).
     lockstep: int = 1
+    # What ordering the elements on the host costs (the sort, and the layout's gather and
+    # scatters through the order), in loop iterations of one lane per element: elements are
+    # ordered where the idle lane-iterations it saves exceed it (runtime/execute.py).
+    sort_cost: int = 8
     # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
     # after 65,535): launches whose sized loops reach it are refused rather than cut short.
     max_loop_trips: int = None
@@ -121,6 +125,9 @@ class Backend:
     stream_ordered = False
     # The largest launch a step driver runs (runtime/steps.py); None: any.
     max_step_threads = None
+    # Backends that size on the device may lay interleaved tapes out in their own fused
+    # code: interleave(cap, order) -> (start, raised, total), as adstack/layout.py would.
+    interleave = None
 
     def __init__(self):
         self._artifacts = {}

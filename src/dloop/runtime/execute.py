@@ -22,13 +22,14 @@ from .host_ops import HOST_IMPLS
 class TapeHandle:
     """A taped loop's token at run time: trips per element, where its stacks live, and the
     order its elements ran in (None: element order), which the reverse kernel reuses: the
-    same elements with the same trip counts. `decided`: the order was chosen for this work
-    (the kernel ran in an order), not merely absent."""
-    __slots__ = ("trips", "layouts", "lease", "order", "decided")
+    same elements with the same trip counts, and the same order buffer on the device
+    (`bound`). `decided`: the order was chosen for this work (the kernel ran in an order),
+    not merely absent."""
+    __slots__ = ("trips", "layouts", "lease", "order", "decided", "bound")
 
-    def __init__(self, trips, layouts, lease, order, decided):
+    def __init__(self, trips, layouts, lease, order, decided, bound):
         self.trips, self.layouts, self.lease, self.order = trips, layouts, lease, order
-        self.decided = decided
+        self.decided, self.bound = decided, bound
 
 
 class Execution:
@@ -40,6 +41,7 @@ class Execution:
         self.heap = heap or backend.heap
         self.lease = None
         self.pending = []          # (kernel, fault buffer, layouts) not yet checked
+        self.lasting = {}          # id -> (host array, {dtype: its device copy}); see _upload
         if fresh:
             self.heap.last_used = 0
 
@@ -58,6 +60,11 @@ class Execution:
         """consts: values of the program's constant vars, when they differ from the ones it
         was scheduled with (a program reused for a new trace of the same function)."""
         with self.heap.lock:
+            # The program's inputs and constants live as long as the run: each is copied to
+            # the device once, however many kernels read it (_upload).
+            given = executable.program.consts if consts is None else consts
+            self.lasting = {id(v): (v, {}) for v in [*args, *given.values()]
+                            if isinstance(v, np.ndarray)}
             outs = self._run(executable, args, consts)
             self.sync()
         return outs
@@ -136,7 +143,7 @@ class Execution:
             layouts.update(handle.layouts)
             work.append(handle.trips)
             orders.add((id(handle.order), handle.decided))
-        order = None
+        order = bound = None
         decided = plan.main.order_index is not None
         if n and plan.nests:
             caps = self._capacities(plan, env, n)
@@ -147,7 +154,11 @@ class Execution:
             handle = env[plan.external_tokens[0]]
             same = len(orders) == 1 and handle.decided
             order = handle.order if same else self._order(plan.main, work)
-        buffers = self._bind(kernel, plan, env, outs, layouts, None, order) if n else None
+            bound = handle.bound if same else None
+        buffers = self._bind(kernel, plan, env, outs, layouts, None, order, bound) if n \
+            else None
+        if n and kernel.buffer_index("order") is not None:
+            bound = buffers[kernel.buffer_index("order")]
         if n:
             if not be.caps.index64:
                 self._check_index_width(plan, [n] + [int(np.prod(v.aval.shape, dtype=object))
@@ -159,7 +170,8 @@ class Execution:
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
                 be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
-            env[v] = TapeHandle(arr, layouts, self.lease, order, decided) if v.aval.is_tape \
+            env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
+                if v.aval.is_tape \
                 else arr
 
     def _check_index_width(self, plan, sizes):
@@ -236,13 +248,14 @@ class Execution:
         layouts = {}
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
+                be = self.backend
                 layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
-                                     self.backend.caps.tape_lanes,
-                                     self.backend.caps.compact_tapes)
+                                     be.caps.tape_lanes, be.caps.compact_tapes,
+                                     be.interleave if be.caps.sizes_on_device else None)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
-                layouts[loop_id] = DeviceLayout(layout, regions, self.backend)
+                layouts[loop_id] = DeviceLayout(layout, regions, self._upload)
         return layouts
 
     def _slot_bytes(self, dtype):
@@ -273,14 +286,28 @@ class Execution:
             return {kernel.counters[0]: counts[0]}      # the buffer is this call's alone
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
-    def _bind(self, kernel, plan, env, outs, layouts, n_counts, order=None):
+    def _upload(self, val, dtype):
+        """val on the device as dtype: for a lasting value (_run), the copy made for an
+        earlier kernel of this run, so a forward and a reverse kernel reading x share one
+        transfer to a GPU."""
+        kept = self.lasting.get(id(val))
+        if kept is None:
+            return self.backend.upload(val, dtype)
+        copies = kept[1]
+        dtype = np.dtype(dtype)
+        if dtype not in copies:
+            copies[dtype] = self.backend.upload(val, dtype)
+        return copies[dtype]
+
+    def _bind(self, kernel, plan, env, outs, layouts, n_counts, order=None, bound=None):
+        """bound: the order already on the device (the forward kernel's, for its reverse)."""
         be = self.backend
         buffers = []
         for spec in kernel.buffers:
             if spec.kind == "in":
                 val = env[plan.vars[spec.key]]
                 val = val.trips if isinstance(val, TapeHandle) else val
-                buffers.append(be.upload(val, spec.dtype))
+                buffers.append(self._upload(val, spec.dtype))
             elif spec.kind == "out":
                 buffers.append(outs[plan.vars[spec.key]].reshape(-1))
             elif spec.kind == "faults":
@@ -289,7 +316,8 @@ class Execution:
                 table = kernel.buffers[spec.key[1]]
                 buffers.append(be.zeros(plan.vars[table.key].aval.size, spec.dtype))
             elif spec.kind == "order":
-                buffers.append(be.upload(order, np.int64) if order is not None else
+                buffers.append(bound if bound is not None else
+                               be.upload(order, np.int64) if order is not None else
                                be.element_order(plan.n_threads))
             elif spec.kind == "counts":
                 buffers.append(be.zeros(len(kernel.counters) * n_counts, np.int64))
@@ -303,14 +331,15 @@ class Execution:
 
 class DeviceLayout:
     """A loop's layout on the device: per-element capacities and slice starts uploaded once
-    (already there where the backend computed them), the capacities as the backend's
-    array for error messages (read only when one is raised), and its heap regions."""
+    (already there where the backend computed them; the capacities may be a trip count
+    array a kernel reads, uploaded once for both), the capacities as the backend's array
+    for error messages (read only when one is raised), and its heap regions."""
     __slots__ = ("cap", "start", "host_cap", "regions")
 
-    def __init__(self, layout, regions, backend):
+    def __init__(self, layout, regions, upload):
         self.host_cap = layout.cap
-        self.cap = backend.upload(layout.cap, np.int64)
-        self.start = backend.upload(layout.start, np.int64)
+        self.cap = upload(layout.cap, np.int64)
+        self.start = upload(layout.start, np.int64)
         self.regions = regions
 
 
@@ -335,27 +364,23 @@ def _host_step(backend, op, args):
     return HOST_IMPLS[op.prim](*host, **op.params)
 
 
-# Lane-iterations of a loop that ordering the elements costs per element on the host (an
-# 8-bit radix sort, and the layout's gather and two scatters through the order).
-SORT_COST = 8
-
-
 def sorting_pays(work, caps):
     """Whether ordering the elements saves more lane-iterations than it costs. Host
     sizing: the sort and the layout's permutations cost about as much per element as
-    SORT_COST iterations of a loop, so elements keep their order where, in that order,
-    the lockstep groups' longest loops exceed the work by less (W2's Newton solves:
-    3 to 5 steps each, 0.8 idle lane-iterations per element; W1's uniform trips in
-    [0, 200): 78). Interleaved tapes (caps.tape_lanes = caps.lockstep) are padded to
-    each group's longest, by exactly those idle lane-iterations, so the same test keeps
-    the padding small. Devices sort exactly (cheap there)."""
+    caps.sort_cost iterations of a loop (a CPU lane: 8), so elements keep their order
+    where, in that order, the lockstep groups' longest loops exceed the work by less
+    (W2's Newton solves: 3 to 5 steps each, 0.8 idle lane-iterations per element; W1's
+    uniform trips in [0, 200): 78). Interleaved tapes (caps.tape_lanes = caps.lockstep)
+    are padded to each group's longest, by exactly those idle lane-iterations, so the
+    same test keeps the padding small. Devices that size themselves sort exactly (cheap
+    there)."""
     if caps.sizes_on_device:
         return True
     lanes = caps.lockstep
     if lanes == 1 or work.size < lanes:
         return False
     idle, _, count = parallel.sampled_padding(work, lanes, 8192)
-    return idle >= SORT_COST * count
+    return idle >= caps.sort_cost * count
 
 
 def work_order(work, xp=np):
@@ -370,7 +395,11 @@ def work_order(work, xp=np):
     if xp is not np:
         return parallel.order_by_key(-work, xp)
     shift = max(0, (int(work.max()) if work.size else 0).bit_length() - 8)
-    return parallel.order_by_key(work, xp, key=lambda w: (255 - (w >> shift)).astype(np.uint8))
+
+    def key(w):             # 255 - (w >> shift) as uint8, without int64 temporaries
+        return np.subtract(255, w >> shift if shift else w, out=np.empty(w.size, np.uint8),
+                           casting="unsafe")
+    return parallel.order_by_key(work, xp, key=key)
 
 
 def _value(env, x):

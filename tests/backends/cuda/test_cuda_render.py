@@ -155,6 +155,12 @@ def test_the_generated_adstack_kernels_compile(monkeypatch):
         compile_cuda(s, nvrtc_check.ARCH)
 
 
+def test_the_layout_kernels_compile():
+    """The cuda backend's fused interleaved layout (backends/cuda/sizing.py)."""
+    from dloop.backends.cuda import sizing
+    compile_cuda(sizing.SOURCE, nvrtc_check.ARCH)
+
+
 def test_compile_error_carries_the_nvrtc_log():
     source = render(_elementwise("add", F64, F64, 2)).replace("buf2[", "bufX[")
     with pytest.raises(CudaCompileError, match=r"identifier \"bufX\" is undefined"):

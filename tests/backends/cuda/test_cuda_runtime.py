@@ -207,3 +207,27 @@ def test_kernels_with_sin_and_cos_of_one_value_use_sincos():
                  np.where(live, dv * (0.9375 + 0.1015 * xs * np.cos(v)) + 0.1015 * np.sin(v),
                           dv))
     np.testing.assert_allclose(cp.asnumpy(g), dv, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 1000, 70_001])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_the_fused_interleaved_layout_is_kir_s_layout(n, ordered):
+    """backends/cuda/sizing.py against the layout written out in NumPy: threads in `order`,
+    groups of 32 consecutive threads raised to their largest capacity, each group's slots
+    after the previous group's, each thread at its lane."""
+    from dloop.backends.cuda import sizing
+    rng = np.random.default_rng(n)
+    cap = rng.integers(0, 300, n)
+    order = rng.permutation(n) if ordered else np.arange(n)
+    start, raised, total = sizing.interleaved(cp.asarray(cap),
+                                              cp.asarray(order) if ordered else None)
+    want_start, want_raised, first = np.empty(n, np.int64), np.empty(n, np.int64), 0
+    for g in range(0, n, 32):
+        members = order[g:g + 32]
+        top = int(cap[members].max())
+        want_start[members] = first + np.arange(members.size)
+        want_raised[members] = top
+        first += 32 * top
+    assert total == first
+    np.testing.assert_array_equal(cp.asnumpy(start), want_start)
+    np.testing.assert_array_equal(cp.asnumpy(raised), want_raised)

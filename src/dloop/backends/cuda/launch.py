@@ -10,6 +10,7 @@ import numpy as np
 
 from ..base import Backend
 from .compile import compile_cuda, header_text, nvrtc_version
+from . import sizing
 from .render import BLOCK, CUDA_CAPS, KERNEL_NAME, Renderer
 from .steps import StepDriver
 
@@ -26,6 +27,7 @@ class CudaBackend(Backend):
     caps = CUDA_CAPS
     xp = cupy
     stream_ordered = True
+    interleave = staticmethod(sizing.interleaved)
 
     def __init__(self):
         super().__init__()

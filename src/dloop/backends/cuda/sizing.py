@@ -1,0 +1,71 @@
+"""STAGE 5 — cuda: the interleaved adstack layout of a loop (adstack/layout.py, kir.py's
+addressing with L = 32) in two kernels and one scan, instead of the twenty-odd CuPy calls
+of the array-namespace version (layout._interleaved and its two scatters: 0.55 ms against
+0.12 ms at 10^6 elements on an H100, each CuPy call costing its launch and Python).
+
+A warp is a group: its 32 threads read the capacities of the elements they run (through
+the order), take the warp's maximum with shuffles, and lane 0 writes the group's slots
+(32 x that maximum). An inclusive scan of the groups' slots gives each group's end; the
+second kernel writes each element's start (its group's first slot plus its lane) and its
+raised capacity, at the element's index. The total, the last end, is the one value read
+back: the heap is sized from it."""
+
+import threading
+
+import cupy
+import numpy as np
+
+LANES = 32
+_BLOCK = 256                 # a multiple of LANES: groups never straddle blocks
+
+SOURCE = r"""
+extern "C" __global__ void dloop_group_slots(const long long* cap, const long long* order,
+                                             int ordered, long long n, long long* slots) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  long long c = t < n ? cap[ordered ? order[t] : t] : 0;
+  for (int d = 16; d > 0; d >>= 1) c = max(c, __shfl_xor_sync(0xffffffffu, c, d));
+  if ((threadIdx.x & 31) == 0 && t < n) slots[t >> 5] = 32 * c;
+}
+
+extern "C" __global__ void dloop_place(const long long* order, int ordered, long long n,
+                                       const long long* ends, const long long* slots,
+                                       long long* start, long long* raised) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const long long g = t >> 5, e = ordered ? order[t] : t;
+  start[e] = ends[g] - slots[g] + (t & 31);
+  raised[e] = slots[g] >> 5;
+}
+"""
+
+_module = {}
+_lock = threading.Lock()
+
+
+def _function(name):
+    with _lock:
+        if "module" not in _module:
+            _module["module"] = cupy.RawModule(code=SOURCE)
+        return _module["module"].get_function(name)
+
+
+def interleaved(cap, order):
+    """(start, raised, total) of the interleaved layout for per-element capacities `cap`
+    (int64 CuPy array) with threads running elements `order` (None: element order): what
+    layout._interleaved and the scatters through the order give, bit for bit. Capacities
+    have passed the size check, so 32 x a capacity does not overflow."""
+    n = cap.size
+    if not n:
+        empty = cupy.empty(0, np.int64)
+        return empty, empty.copy(), 0
+    ordered = order is not None
+    indices = order if ordered else cap          # unread when not ordered
+    grid = ((n + _BLOCK - 1) // _BLOCK,)
+    slots = cupy.empty(-(-n // LANES), np.int64)
+    _function("dloop_group_slots")(grid, (_BLOCK,), (cap, indices, np.int32(ordered),
+                                                      np.int64(n), slots))
+    ends = cupy.cumsum(slots)
+    start, raised = cupy.empty(n, np.int64), cupy.empty(n, np.int64)
+    _function("dloop_place")(grid, (_BLOCK,), (indices, np.int32(ordered), np.int64(n), ends,
+                                               slots, start, raised))
+    return start, raised, int(ends[-1])
