@@ -1,9 +1,11 @@
 """STAGE 5 — vulkan: the device. Instance and physical-device choice, what the device can do
 (Features), buffers with a free list per size class, compute pipelines (with a VkPipelineCache
-kept on disk), and submission: every command buffer opens with a full memory barrier and
-closes with one towards the host, so submissions run in order and the host reads finished
-data once their fences signal. Objects a submission uses stay referenced until its fence has
-signalled, so nothing is freed or reused under queued work."""
+kept on disk), and submission: copies, fills and launches are recorded into one command
+buffer, each after a full memory barrier, so they run in order; the buffer is submitted,
+closed by a barrier towards the host, when the host waits (wait_all: reads, synchronize)
+or when it holds _BATCH operations, and the host reads finished data once its fence
+signals. Objects recorded work uses stay referenced until its fence has signalled, so
+nothing is freed or reused under queued work."""
 
 import atexit
 import os
@@ -27,6 +29,12 @@ _KIND_RANK = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
               vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
               vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3}
 WORKGROUP = 64
+_ALL_STAGES = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+# Operations recorded into one command buffer before it is submitted without a wait: a
+# submission (command buffer, fence, vkQueueSubmit) costs about a millisecond of driver time
+# on NVIDIA's driver, so the copies and launches of a call share one or two.
+_BATCH = 64
+_SPARE = 8                   # retired command buffers and fences kept for reuse
 _OUT_OF_POOL_MEMORY = -1000069000
 
 
@@ -160,6 +168,19 @@ class Device:
         self._create_device(exts)
         self._memory_types(mask, kind)
         self.pending = []                    # (fence, command buffer, objects kept alive)
+        self.batch = None                    # (command buffer being recorded, its fence,
+        #                                      objects kept)
+        self.spare = []                      # (command buffer, fence) of retired submissions
+        self._begin = vk.VkCommandBufferBeginInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        self._barrier = vk.VkMemoryBarrier(
+            sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+            dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+        self._to_host = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                           srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                           dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
         self.free = {}                       # size class -> [(handle, memory, view)]
         self.pipelines = {}
         self._pipeline_cache()
@@ -415,41 +436,53 @@ class Device:
             return vk.vkAllocateDescriptorSets(self.device, info)[0]
 
     def submit(self, record, keep, dset=None):
-        barrier = vk.VkMemoryBarrier(
-            sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-            srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
-        to_host = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                     srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                     dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
-        all_stages = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        """Record work into the open command buffer, after a full memory barrier; it runs
+        once flush() submits the buffer. keep: objects the work uses (alive until it ends)."""
         with self.lock:
-            cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
-                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                commandBufferCount=1))[0]
-            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
-                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-            vk.vkCmdPipelineBarrier(cmd, all_stages, all_stages, 0, 1, [barrier], 0, None, 0,
-                                    None)
+            if self.batch is None:
+                # Command buffers and fences are reused: making and destroying them costs
+                # more, through the binding, than the work of a small submission.
+                if self.spare:
+                    cmd, fence = self.spare.pop()
+                    vk.vkResetFences(self.device, 1, [fence])
+                else:
+                    cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+                        sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                        commandPool=self.command_pool,
+                        level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+                    fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(
+                        sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
+                vk.vkBeginCommandBuffer(cmd, self._begin)      # resets a reused buffer
+                self.batch = (cmd, fence, [])
+            cmd, _, kept = self.batch
+            kept.append((keep, dset))
+            vk.vkCmdPipelineBarrier(cmd, _ALL_STAGES, _ALL_STAGES, 0, 1, [self._barrier], 0,
+                                    None, 0, None)
             record(cmd)
-            vk.vkCmdPipelineBarrier(cmd, all_stages, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                                    [to_host], 0, None, 0, None)
+            if len(kept) >= _BATCH:
+                self.flush()
+
+    def flush(self):
+        """Submit the recorded work (closed by a barrier towards the host) with a fence."""
+        with self.lock:
+            if self.batch is None:
+                return
+            cmd, fence, kept = self.batch
+            self.batch = None
+            vk.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                                    [self._to_host], 0, None, 0, None)
             vk.vkEndCommandBuffer(cmd)
-            fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(
-                sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(
                 sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
                 pCommandBuffers=[cmd])], fence)
-            self.pending.append((fence, cmd, keep, dset))
+            self.pending.append((fence, cmd, kept))
             self._retire(limit=64)
 
     def _retire(self, limit=0):
         """Release the submissions that finished; wait for the oldest while more than
         `limit` are queued."""
         while self.pending:
-            fence, cmd, _, dset = self.pending[0]
+            fence, cmd, _ = self.pending[0]
             if len(self.pending) > limit:
                 vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 1 << 62)
             else:
@@ -458,11 +491,15 @@ class Device:
                 except vk.VkNotReady:
                     return
             self.pending.pop(0)
-            vk.vkDestroyFence(self.device, fence, None)
-            vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
+            if len(self.spare) < _SPARE:
+                self.spare.append((cmd, fence))
+            else:
+                vk.vkDestroyFence(self.device, fence, None)
+                vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
 
     def wait_all(self):
         with self.lock:
+            self.flush()
             self._retire(limit=0)
 
     def close(self):
@@ -479,4 +516,7 @@ class Device:
                 vk.vkDestroyBuffer(self.device, handle, None)
                 vk.vkFreeMemory(self.device, memory, None)
         self.free.clear()
+        for _, fence in self.spare:
+            vk.vkDestroyFence(self.device, fence, None)
+        self.spare.clear()
         self.device = None
