@@ -31,7 +31,8 @@ class LoopLayout:
     regions: dict            # dtype name -> (np.dtype, number of slots for the whole loop)
 
 
-def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave=None):
+def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave=None,
+                pack=None):
     """With `order` (the elements in the order threads run them), the slices are laid out in
     that order, so threads that run together write neighbouring memory (for launches of at
     least parallel.MIN_CHUNK elements, or any launch with lanes > 1; smaller ones keep
@@ -40,7 +41,9 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     docstring). compact: caps.compact_tapes, whether a loop that interleaving would pad by
     more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py).
     interleave: the backend's fused device version of the interleaved layout
-    (Backend.interleave), used in place of _interleaved and its scatters."""
+    (Backend.interleave), used in place of _interleaved and its scatters. pack: the
+    backend's device version of compact slice starts in element order (for host sizing,
+    Backend.compact_starts with the run's upload), which may decline."""
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     if cap.size < parallel.MIN_CHUNK and lanes == 1:
@@ -54,7 +57,7 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         interleaved = parallel.interleaved(cap, order, lanes, MAX_PADDING if compact else None,
                                            shared)
         if interleaved is None:
-            start, total = _compact(cap, order)
+            start, total = _compact(cap, order, pack)
         else:
             start, cap, total = interleaved
             _check_size(info, cap, padded=total)
@@ -88,11 +91,14 @@ def _packed(cap, order, xp=np):
     return start, int(start[-1] + cap[-1]) if cap.size else 0
 
 
-def _compact(cap, order):
+def _compact(cap, order, pack=None):
     """Compact slices under interleaved addressing (kernel/kir.py): each start as ~start, so
     negative, which the kernel reads as a slice of its own. Small tapes keep element order,
-    as with lanes = 1."""
+    as with lanes = 1. pack: see loop_layout."""
     if order is None or cap.size < parallel.MIN_CHUNK:
+        on_device = pack(cap) if pack is not None else None
+        if on_device is not None:
+            return on_device
         start = parallel.exclusive_cumsum(cap, invert=True)
         return start, int(~start[-1] + cap[-1]) if cap.size else 0
     start, total = _packed(cap, order)

@@ -128,6 +128,9 @@ class Backend:
     # Backends that size on the device may lay interleaved tapes out in their own fused
     # code: interleave(cap, order) -> (start, raised, total), as adstack/layout.py would.
     interleave = None
+    # Backends that size on the host may compute compact slice starts on their device:
+    # compact_starts(cap, upload) -> (starts there, total), or None to leave it to the host.
+    compact_starts = None
 
     def __init__(self):
         self._artifacts = {}

@@ -249,9 +249,11 @@ class Execution:
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
                 be = self.backend
+                pack = None if be.compact_starts is None else \
+                    (lambda cap: be.compact_starts(cap, self._upload))
                 layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
                                      be.caps.tape_lanes, be.caps.compact_tapes,
-                                     be.interleave if be.caps.sizes_on_device else None)
+                                     be.interleave if be.caps.sizes_on_device else None, pack)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}

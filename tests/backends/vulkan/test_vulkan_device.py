@@ -231,6 +231,49 @@ def _w1_numpy(x, trips):
     return v.sum()
 
 
+@pytest.mark.parametrize("mask", ["", "unified"])
+def test_compact_starts_on_the_device_are_the_host_scan(masked, mask):
+    """backends/vulkan/sizing.py: chunk sums, offsets, then each element's ~start, against
+    NumPy's prefix sum, over sizes that leave a partial chunk; small launches and devices
+    without int64 decline (the host scans)."""
+    from dloop.backends.vulkan import sizing
+    be = masked(mask)
+    for n in (sizing.MIN_ELEMENTS, 70_001, 200_003):
+        cap = np.random.default_rng(n).integers(0, 50, n)
+        start, total = be.compact_starts(cap, be.upload)
+        want = np.cumsum(cap) - cap
+        np.testing.assert_array_equal(be.to_numpy(start), ~want)
+        assert total == int(cap.sum())
+    assert be.compact_starts(np.ones(sizing.MIN_ELEMENTS - 1, np.int64), be.upload) is None
+    assert masked("int64").compact_starts(np.ones(1 << 17, np.int64), be.upload) is None
+
+
+def test_a_loop_in_element_order_gets_its_starts_from_the_device(masked, monkeypatch):
+    """W1's shape at 10^5 elements (trips uniform, left unordered on Vulkan): the layout's
+    starts come from the device scan, and the gradient is the closed form's."""
+    from dloop.backends.vulkan import sizing
+    masked("unified")
+    made = []
+    scan = sizing.compact_starts
+
+    def counted(*args):
+        made.append(scan(*args))
+        return made[-1]
+    monkeypatch.setattr(sizing, "compact_starts", counted)
+    n = 100_000
+    trips = np.random.default_rng(2).integers(0, 30, n)
+    x = np.random.default_rng(3).uniform(0.5, 1.5, n)
+    g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.97 + 0.01 * v * v,
+                                       x).sum())(x)
+    assert made and made[0] is not None
+    v, d = x.copy(), np.ones_like(x)
+    for i in range(int(trips.max())):
+        live = i < trips
+        d = np.where(live, d * (0.97 + 0.02 * v), d)
+        v = np.where(live, v * 0.97 + 0.01 * v * v, v)
+    assert_close(g, d, rtol=1e-13)
+
+
 def test_a_heap_region_past_max_storage_buffer_range_is_refused(masked):
     masked("", max_range=1 << 16)
     x = np.ones(2)

@@ -21,6 +21,7 @@ from ...kernel import kir
 from ...source import user_location
 from ..base import Backend, Caps
 from . import device as vkdevice
+from . import sizing
 from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage
 from .ops import native_math
 from .render import render
@@ -194,6 +195,9 @@ class VulkanBackend(Backend):
 
     def heap_load(self, region):
         return self.to_numpy(region)
+
+    def compact_starts(self, cap, upload):
+        return sizing.compact_starts(self, cap, upload)
 
     # -- execution --
     def launch(self, artifact, n_threads, buffers):
