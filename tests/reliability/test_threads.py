@@ -71,3 +71,21 @@ def test_changing_num_threads_while_other_threads_launch():
             flipper.join()
             dl.config.update("num_threads", None)
     assert not mismatches, mismatches
+
+
+@pytest.mark.skipif(not available("vulkan")[0], reason=available("vulkan")[1])
+def test_threads_share_the_vulkan_device():
+    """Several threads' copies and launches are recorded into the device's one open command
+    buffer and submitted together (backends/vulkan/device.py): each thread still gets the
+    single-threaded result, bit for bit."""
+    with dl.config.override(backend="vulkan"):
+        expected = workload.references()
+        mismatches = []
+
+        def worker(t):
+            for j in range(12):
+                k = (t * 5 + j * 7) % workload.CALLS
+                if workload.run(k) != expected[k]:
+                    mismatches.append((t, j, k))
+        _in_threads(4, worker)
+    assert not mismatches, f"{len(mismatches)} of 48 results differ: {mismatches[:10]}"

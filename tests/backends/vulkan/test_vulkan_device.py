@@ -274,6 +274,42 @@ def test_a_loop_in_element_order_gets_its_starts_from_the_device(masked, monkeyp
     assert_close(g, d, rtol=1e-13)
 
 
+def test_an_interrupted_call_leaves_recorded_work_and_the_device_usable(masked, monkeypatch):
+    """Ctrl-C between a call's launches (here raised by the second launch) leaves work
+    recorded but not submitted; the next call submits it with its own and gets the same
+    gradient, bit for bit."""
+    be = masked("unified")
+    n = np.arange(3000) % 37
+    x = np.linspace(0.5, 1.1, 3000)
+
+    def loss(x):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x).sum()
+    want = dl.grad(loss)(x)
+    launches = []
+    launch = type(be).launch
+
+    def interrupted(self, *args):
+        launches.append(args)
+        if len(launches) == 2:
+            raise KeyboardInterrupt
+        return launch(self, *args)
+    monkeypatch.setattr(type(be), "launch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        dl.grad(loss)(x)
+    assert be.device.batch is not None         # the first launch, recorded, not submitted
+    monkeypatch.setattr(type(be), "launch", launch)
+    np.testing.assert_array_equal(dl.grad(loss)(x), want)
+    assert_close(want[:3], finite_difference(
+        lambda xs: _w1_like(xs, n[:3]), x[:3]), rtol=1e-7)
+
+
+def _w1_like(x, n):
+    v = x.copy()
+    for i in range(int(n.max())):
+        v = np.where(i < n, v * 0.95 + np.sin(v) * x * 0.1, v)
+    return v.sum()
+
+
 def test_a_heap_region_past_max_storage_buffer_range_is_refused(masked):
     masked("", max_range=1 << 16)
     x = np.ones(2)
