@@ -35,6 +35,9 @@ _ALL_STAGES = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
 # through the binding on NVIDIA's driver, so the copies and launches of a call share a few.
 _BATCH = 64
 _SPARE = 8                   # retired command buffers and fences kept for reuse
+# Submitted batches that may run while the host records more: beyond this, flush() waits
+# for the oldest, which bounds the staging memory that queued work keeps alive.
+_IN_FLIGHT = 2
 _OUT_OF_POOL_MEMORY = -1000069000
 
 
@@ -476,7 +479,7 @@ class Device:
                 sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
                 pCommandBuffers=[cmd])], fence)
             self.pending.append((fence, cmd, kept))
-            self._retire(limit=64)
+            self._retire(limit=_IN_FLIGHT)
 
     def _retire(self, limit=0):
         """Release the submissions that finished; wait for the oldest while more than
