@@ -195,3 +195,38 @@ def test_gather_from_constant_table(backend):
         return v
 
     assert_close(dl.grad(lambda x: f(x).sum())(x), _elementwise_fd(ref, x), rtol=1e-6)
+
+
+def test_grad_computes_no_value_it_discards(backend, monkeypatch):
+    """grad's program leaves out what only the loss's value needs (here the final sum, a host
+    step: on a GPU, a read of the whole carry), and gives value_and_grad's gradient; with
+    has_aux, the aux is still computed."""
+    from dloop.ir import prims
+    from dloop.runtime import execute
+    sums = []
+    reduce = execute.HOST_IMPLS[prims.reduce_p]
+
+    def counted(*args, **params):
+        sums.append(params)
+        return reduce(*args, **params)
+    monkeypatch.setitem(execute.HOST_IMPLS, prims.reduce_p, counted)
+    n = np.array([3, 0, 5, 2])
+    x = np.array([0.5, 1.0, 1.5, 2.0])
+
+    def loss(x):
+        return dl.fori_loop(0, n, lambda i, v: v * 0.9 + 0.01 * v * v, x).sum()
+    g = dl.grad(loss)(x)
+    assert not sums
+    value, same = dl.value_and_grad(loss)(x)
+    assert len(sums) == 1
+    np.testing.assert_array_equal(g, same)
+    with_aux, aux = dl.grad(lambda x: (loss(x), x.max()), has_aux=True)(x)
+    np.testing.assert_array_equal(with_aux, g)
+    assert float(aux) == 2.0
+    v, d = x.copy(), np.ones_like(x)
+    for i in range(5):
+        live = i < n
+        d = np.where(live, d * (0.9 + 0.02 * v), d)
+        v = np.where(live, v * 0.9 + 0.01 * v * v, v)
+    assert_close(g, d, rtol=1e-13)
+    assert_close(value, v.sum(), rtol=1e-13)

@@ -99,6 +99,18 @@ class Graph:
         return format_graph(self)
 
 
+def pruned(graph, outputs):
+    """`graph` returning `outputs` (some of its values), without the ops none of them needs.
+    Ops are pure, and loop bodies read outer values only through their op's inputs."""
+    live = {o for o in outputs if isinstance(o, Var)}
+    kept = []
+    for op in reversed(graph.ops):
+        if any(o in live for o in op.outputs):
+            kept.append(op)
+            live.update(x for x in op.inputs if isinstance(x, Var))
+    return Graph(list(graph.inputs), list(outputs), kept[::-1])
+
+
 def new_var(shape, dtype, is_tape=False):
     return Var(Aval(tuple(int(d) for d in shape), np.dtype(dtype), is_tape))
 
