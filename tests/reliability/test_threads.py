@@ -29,17 +29,24 @@ def _in_threads(n_threads, target):
     assert not errors, errors
 
 
-def test_eight_threads_fifty_mixed_calls_are_bit_identical():
-    with dl.config.override(backend="cpu"):
+def _mixed_calls_in_threads(backend, n_threads, calls_each):
+    """(t, j, k) of every call k, the j-th of thread t, whose result differs from the
+    single-threaded one on `backend`."""
+    with dl.config.override(backend=backend):
         expected = workload.references()
         mismatches = []
 
         def worker(t):
-            for j in range(50):
+            for j in range(calls_each):
                 k = (t * 7 + j * 5) % workload.CALLS
                 if workload.run(k) != expected[k]:
                     mismatches.append((t, j, k))
-        _in_threads(8, worker)
+        _in_threads(n_threads, worker)
+    return mismatches
+
+
+def test_eight_threads_fifty_mixed_calls_are_bit_identical():
+    mismatches = _mixed_calls_in_threads("cpu", 8, 50)
     assert not mismatches, f"{len(mismatches)} of 400 results differ: {mismatches[:10]}"
 
 
@@ -78,14 +85,5 @@ def test_threads_share_the_vulkan_device():
     """Several threads' copies and launches are recorded into the device's one open command
     buffer and submitted together (backends/vulkan/device.py): each thread still gets the
     single-threaded result, bit for bit."""
-    with dl.config.override(backend="vulkan"):
-        expected = workload.references()
-        mismatches = []
-
-        def worker(t):
-            for j in range(12):
-                k = (t * 5 + j * 7) % workload.CALLS
-                if workload.run(k) != expected[k]:
-                    mismatches.append((t, j, k))
-        _in_threads(4, worker)
+    mismatches = _mixed_calls_in_threads("vulkan", 4, 12)
     assert not mismatches, f"{len(mismatches)} of 48 results differ: {mismatches[:10]}"

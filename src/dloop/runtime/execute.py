@@ -171,8 +171,7 @@ class Execution:
                 be.zeros(var.aval.shape, var.aval.dtype)
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
-                if v.aval.is_tape \
-                else arr
+                if v.aval.is_tape else arr
 
     def _check_index_width(self, plan, sizes):
         """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
@@ -245,15 +244,15 @@ class Execution:
 
     def _lay_out(self, plan, caps, order):
         lease = self.heap_lease()
-        layouts = {}
+        be, layouts = self.backend, {}
+        interleave = be.interleave if be.caps.sizes_on_device else None
+        pack = None if be.compact_starts is None else \
+            (lambda cap: be.compact_starts(cap, self._upload))
         for nest in plan.nests:
             for loop_id, info in nest.infos.items():
-                be = self.backend
-                pack = None if be.compact_starts is None else \
-                    (lambda cap: be.compact_starts(cap, self._upload))
                 layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
-                                     be.caps.tape_lanes, be.caps.compact_tapes,
-                                     be.interleave if be.caps.sizes_on_device else None, pack)
+                                     be.caps.tape_lanes, be.caps.compact_tapes, interleave,
+                                     pack)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}

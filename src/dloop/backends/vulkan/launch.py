@@ -63,6 +63,7 @@ _LAVAPIPE_LOOP_LIMIT = 65_535
 # idle) 34 against 33 ms. Elements are ordered only where far more lanes would idle.
 _SORT_COST = 256
 
+
 class VulkanBackend(Backend):
     name = "vulkan"
     rough = False       # tests: divisions and square roots a few ulps off (vulkan/rough.py)
