@@ -6,6 +6,7 @@ import pytest
 
 import dloop as dl
 from dloop.adstack import parallel
+from dloop.adstack.native import scan_into
 from dloop.runtime.execute import work_order
 
 
@@ -39,6 +40,36 @@ def test_scan_gather_scatter_match_numpy(n):
     expected[perm] = in_order
     np.testing.assert_array_equal(start, expected)
     assert total == int(values.sum())
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 4001, 12345])
+def test_compiled_scan_matches_numpy(n):
+    """adstack/scan.py, alone (offset, scale, inverted) and through the parts of
+    exclusive_cumsum, against NumPy's cumsum."""
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, 1 << 40, n)
+    before = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(values[:-1], out=before[1:])
+    out = np.full(n, 7, np.int64)
+    assert scan_into(values, out, offset=-5, scale=3) == -5 + 3 * int(values.sum())
+    np.testing.assert_array_equal(out, -5 + 3 * before)
+    assert scan_into(values, out, invert=True) == int(values.sum())
+    np.testing.assert_array_equal(out, ~before)
+    np.testing.assert_array_equal(parallel.exclusive_cumsum(values, invert=True), ~before)
+    small = (values % 1000).astype(np.int32)
+    np.testing.assert_array_equal(parallel.exclusive_cumsum(small),
+                                  np.concatenate([[0], np.cumsum(small, dtype=np.int64)])[:n])
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 32])
+def test_sampled_padding_counts_each_sampled_group(lanes):
+    rng = np.random.default_rng(lanes)
+    values = rng.integers(0, 100, 10_007)
+    groups = values[:len(values) // lanes * lanes].reshape(-1, lanes)[::3]
+    padding, total, count = parallel.sampled_padding(values, lanes, len(values) // lanes // 3)
+    assert (padding, total, count) == (int(groups.max(axis=1).sum()) * lanes - int(
+        groups.sum()), int(groups.sum()), groups.size)
 
 
 @pytest.mark.parametrize("n", [0, 1, 999, 4001, 12345])
@@ -81,6 +112,7 @@ def test_work_order_is_a_permutation_sorted_within_each_part(n):
         part = order[lo:hi]
         assert np.all((part >= lo) & (part < hi))
         assert np.all(np.diff(key[part]) >= 0)            # longest work first
+        np.testing.assert_array_equal(part, lo + np.argsort(key[lo:hi], kind="stable"))
 
 
 def test_gradient_sized_in_parts_is_exact():

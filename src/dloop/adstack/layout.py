@@ -123,6 +123,17 @@ def _interleaved(ordered, lanes, xp):
     return xp.repeat(group_cap, lanes)[:n], start[:n], total
 
 
+def _slots_at_most(cap):
+    """The capacities' sum, or a float a little above it. On the host an int64 sum is
+    exact, and 4x faster than a float64 one, where the largest capacity times their number
+    cannot wrap; on a device the float64 sum reads one scalar back."""
+    if isinstance(cap, np.ndarray):
+        longest = int(cap.max())
+        if longest < (1 << 62) // cap.size:
+            return int(cap.sum())
+    return float(cap.sum(dtype=np.float64)) * (1 + 1e-9)
+
+
 def _check_size(info, cap, padded=None):
     """Refuse a loop whose stacks would pass max_adstack_bytes. The float64 sum is a cheap
     filter (exact to far below the limit); the message's figure is exact Python integers.
@@ -132,7 +143,7 @@ def _check_size(info, cap, padded=None):
     if padded is not None:
         if padded * per_slot <= limit:
             return
-    elif not cap.size or not per_slot or float(cap.sum(dtype=np.float64)) * per_slot <= limit:
+    elif not cap.size or not per_slot or _slots_at_most(cap) * per_slot <= limit:
         return
     needed = (padded if padded is not None else sum(int(c) for c in cap.tolist())) * per_slot
     if needed <= limit:

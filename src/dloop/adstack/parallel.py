@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..config import config
+from . import native
+from .native import scan_into
 
 MIN_CHUNK = 1 << 16          # below this many elements per thread, threads cost more than they save
 
@@ -30,12 +32,12 @@ def _reset_after_fork():
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parts(n, xp=np):
+def parts(n, xp=np, min_chunk=MIN_CHUNK):
     """[(lo, hi)] splitting range(n) into one chunk per thread, or a single chunk."""
     if xp is not np:
         return [(0, n)]
     workers = config.num_threads or os.cpu_count() or 1
-    k = max(1, min(workers, n // MIN_CHUNK))
+    k = max(1, min(workers, n // min_chunk))
     edges = [n * c // k for c in range(k + 1)]
     return list(zip(edges[:-1], edges[1:]))
 
@@ -59,22 +61,21 @@ def run(fn, chunks):
     return [first] + [f.result() for f in futures]
 
 
-def order_by_key(values, xp=np, key=None):
-    """A permutation of range(values.size) that sorts each of a few contiguous parts (one per
-    thread) by key(values) (default: the values), stably: np.argsort(key(values),
-    kind="stable") when there is one part. Each part computes its own keys, on its thread.
-    Elements run in this order only so that lanes and warps get loops of about equal length;
-    a global merge would cost more passes than the part sorts themselves."""
-    key = key or (lambda v: v)
-    chunks = parts(values.size, xp)
-    if len(chunks) == 1:
-        return xp.argsort(key(values), kind="stable").astype(np.int64, copy=False)
-    order = np.empty(values.size, np.int64)
+def order_by_key(values, xp):
+    """A permutation of range(values.size) that sorts the values stably, on a device (its
+    array library's radix sort)."""
+    return xp.argsort(values, kind="stable").astype(np.int64, copy=False)
 
-    def sort_part(c, lo, hi):
-        order[lo:hi] = np.argsort(key(values[lo:hi]), kind="stable")
-        order[lo:hi] += lo
-    run(sort_part, chunks)
+
+def order_by_work(work, shift):
+    """A permutation of range(work.size) that sorts each of a few contiguous parts (one per
+    thread) stably by the 8-bit key (255 - (work >> shift)) % 256, so by decreasing work: a
+    counting sort per part (native.py). Elements run in this order only so that lanes get
+    loops of about equal length; a global merge would cost more passes than the part sorts
+    themselves."""
+    work = np.ascontiguousarray(work, np.int64)
+    order = np.empty(work.size, np.int64)
+    run(lambda c, lo, hi: native.order_part(work, lo, hi, shift, order), parts(work.size))
     return order
 
 
@@ -92,25 +93,23 @@ def exclusive_cumsum(values, xp=np, invert=False):
     """[0, v0, v0 + v1, ...] (without the total), as int64; with `invert`, each as ~sum
     (the compact slices of kernel/kir.py), in the same passes."""
     out = xp.empty(values.size, np.int64)
-    chunks = parts(values.size, xp)
-    if len(chunks) == 1:
+    if xp is not np:
         if values.size:
             out[0] = 0
             xp.cumsum(values[:-1], out=out[1:])
             if invert:
                 xp.invert(out, out=out)
         return out
+    values = np.ascontiguousarray(values, np.int64)
+    # The compiled scan runs at memory speed: a thread's hand-off costs more below this.
+    chunks = parts(values.size, xp, 4 * MIN_CHUNK)
+    if len(chunks) == 1:
+        scan_into(values, out, invert=invert)
+        return out
     sums = np.array(run(lambda c, lo, hi: int(values[lo:hi].sum()), chunks), np.int64)
     offsets = np.cumsum(sums) - sums
-
-    def scan(c, lo, hi):
-        out[lo] = 0
-        np.cumsum(values[lo:hi - 1], out=out[lo + 1:hi])
-        if invert:              # ~(s + offset) = (-1 - offset) - s
-            np.subtract(-1 - offsets[c], out[lo:hi], out=out[lo:hi])
-        else:
-            out[lo:hi] += offsets[c]
-    run(scan, chunks)
+    run(lambda c, lo, hi: scan_into(values[lo:hi], out[lo:hi], offsets[c], invert=invert),
+        chunks)
     return out
 
 
@@ -136,9 +135,7 @@ def starts_in_order(cap, order, xp=np):
 
     def place(c, lo, hi):
         running = np.empty(hi - lo, np.int64)
-        running[0] = 0
-        np.cumsum(ordered[lo:hi - 1], out=running[1:])
-        running += offsets[c]
+        scan_into(ordered[lo:hi], running, offsets[c])
         start[order[lo:hi]] = running
     run(place, chunks)
     return start, int(sums.sum())
@@ -152,7 +149,8 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
     `lanes`, each thread at its lane (`start`, per element); `total`: slots per stack.
     None where that pads the capacities' sum by more than 1/max_padding of it. Two passes
     over parts of whole groups, one part per thread (group maxima and sums; starts and the
-    scatter back to elements), the second only where the padding is acceptable."""
+    scatter back to elements), the second only where the padding is acceptable; each
+    part is one compiled loop (native.py)."""
     n = cap.size
     if not n:
         return np.empty_like(cap), np.empty_like(cap) if shared else cap, 0
@@ -161,47 +159,21 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
     chunks = [(lo // lanes * lanes, hi // lanes * lanes if hi < n else n)
               for lo, hi in parts(n)]
     group_cap = np.empty(-(-n // lanes), np.int64)
-    lane_ids = np.arange(lanes, dtype=np.int64)
+    cap = np.ascontiguousarray(cap, np.int64)
 
     def maxima(c, lo, hi):
-        ordered = cap[lo:hi] if order is None else np.take(cap, order[lo:hi])
-        top = group_cap[lo // lanes:-(-hi // lanes)]
-        whole = ordered.size // lanes * lanes
-        if lanes >= 16:
-            # A warp's 32: NumPy's max along the last axis, one pass.
-            top[:whole // lanes] = ordered[:whole].reshape(-1, lanes).max(axis=1)
-            if whole < ordered.size:
-                top[-1] = ordered[whole:].max()
-        else:
-            # SIMD's 8: `lanes` strided passes (NumPy's max along a short last axis is 3x
-            # slower).
-            top[:] = ordered[0::lanes]
-            for lane in range(1, lanes):
-                part = ordered[lane::lanes]
-                np.maximum(top[:part.size], part, out=top[:part.size])
-        return int(top.sum()), int(ordered.sum())
-    sums, exact = np.array(run(maxima, chunks), np.int64).T
-    sums = sums * lanes
+        return native.group_maxima(cap, order, lo, hi, lanes,
+                                   group_cap[lo // lanes:-(-hi // lanes)])
+    sums, exact = np.array(run(maxima, chunks), np.int64).reshape(-1, 2).T
     total, exact = int(sums.sum()), int(exact.sum())
     if max_padding is not None and (total - exact) * max_padding > exact:
         return None
     offsets = np.cumsum(sums) - sums
     start = np.empty_like(cap)
     raised = np.empty_like(cap) if shared else cap
-
-    def place(c, lo, hi):
-        if hi <= lo:
-            return
-        top = group_cap[lo // lanes:-(-hi // lanes)]
-        first = np.empty(top.size, np.int64)
-        first[0] = offsets[c]
-        np.cumsum(top[:-1] * lanes, out=first[1:])
-        first[1:] += offsets[c]
-        where = slice(lo, hi) if order is None else order[lo:hi]
-        start[where] = (first[:, None] + lane_ids).reshape(-1)[:hi - lo]
-        if shared:
-            raised[where] = np.repeat(top, lanes)[:hi - lo]
-    run(place, chunks)
+    run(lambda c, lo, hi: native.group_place(group_cap[lo // lanes:-(-hi // lanes)], order,
+                                             lo, hi, lanes, offsets[c], start,
+                                             raised if shared else None), chunks)
     return start, raised, total
 
 
@@ -221,7 +193,11 @@ def sampled_padding(values, lanes, most):
     groups = values[:whole].reshape(-1, lanes)
     groups = groups[::max(1, len(groups) // most)]
     total = int(groups.sum())
-    return int(groups.max(axis=1).sum()) * lanes - total, total, groups.size
+    # Lane by lane: NumPy's max along a short last axis is several times slower.
+    top = groups[:, 0].copy()
+    for lane in range(1, lanes):
+        np.maximum(top, groups[:, lane], out=top)
+    return int(top.sum()) * lanes - total, total, groups.size
 
 
 def scatter(out, indices, values, xp=np):

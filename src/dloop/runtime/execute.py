@@ -385,22 +385,18 @@ def sorting_pays(work, caps):
 
 
 def work_order(work, xp=np):
-    """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (NumPy
-    sorts 8-bit integers by radix, in one linear pass); equal keys keep their order. Above
-    255 the work is shifted down to 8 bits, which orders it to within 1/128 of its maximum:
-    enough to let threads that run in lockstep end their loops together. On the host, large
-    arrays are sorted in one part per thread, each part making its own keys
-    (adstack/parallel.py). A device sorts the work itself (a radix sort there costs little
-    more than the key's): interleaved tapes (caps.tape_lanes) are padded to each lockstep
-    group's longest, which an exact order keeps small."""
+    """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (a
+    counting sort, one linear pass); equal keys keep their order. Above 255 the work is
+    shifted down to 8 bits, which orders it to within 1/128 of its maximum: enough to let
+    threads that run in lockstep end their loops together. On the host, large arrays are
+    sorted in one part per thread (adstack/parallel.py). A device sorts the work itself (a
+    radix sort there costs little more than the key's): interleaved tapes
+    (caps.tape_lanes) are padded to each lockstep group's longest, which an exact order
+    keeps small."""
     if xp is not np:
         return parallel.order_by_key(-work, xp)
     shift = max(0, (int(work.max()) if work.size else 0).bit_length() - 8)
-
-    def key(w):             # 255 - (w >> shift) as uint8, without int64 temporaries
-        return np.subtract(255, w >> shift if shift else w, out=np.empty(w.size, np.uint8),
-                           casting="unsafe")
-    return parallel.order_by_key(work, xp, key=key)
+    return parallel.order_by_work(work, shift)
 
 
 def _value(env, x):

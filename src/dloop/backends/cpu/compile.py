@@ -86,14 +86,28 @@ def load_object(code, n_buffers):
         return CompiledKernel(engine, engine.get_function_address("dloop_kernel"), n_buffers)
 
 
-def compile_llvm(ir_text):
-    """Optimized object code for this CPU."""
+def load_functions(code, signatures):
+    """{name: ctypes function} from object code of host helpers (adstack/native.py), for
+    signatures {name: (restype, argtypes)}; ctypes releases the GIL during each call."""
+    with _lock:
+        tm = _target_machine()
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        engine.finalize_object()
+        _state["engines"].append(engine)
+        return {name: ctypes.CFUNCTYPE(restype, *argtypes)(engine.get_function_address(name))
+                for name, (restype, argtypes) in signatures.items()}
+
+
+def compile_llvm(ir_text, runtime=True):
+    """Optimized object code for this CPU; runtime: link the adstack routines in."""
     with _lock:
         tm = _target_machine()
         module = llvm.parse_assembly(ir_text)
         module.triple = llvm.get_process_triple()
         module.data_layout = str(tm.target_data)
-        module.link_in(llvm.parse_assembly(_state["native"]))
+        if runtime:
+            module.link_in(llvm.parse_assembly(_state["native"]))
         module.verify()
         builder = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
         builder.getModulePassManager().run(module, builder)
