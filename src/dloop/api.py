@@ -9,6 +9,7 @@ import numpy as np
 
 from . import libraries, pytree
 from .ad.vjp import vjp_graph
+from .adstack import native
 from .backends.base import get_backend
 from .config import config
 from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
@@ -145,6 +146,16 @@ def run_eagerly(thunk, operands):
 
 
 loops.EAGER[0] = run_eagerly
+
+
+def _host_helpers(ir_text, signatures):
+    """Host sizing's compiled loops (adstack/native.py), built by the cpu backend's LLVM: its
+    module (and llvmlite) is imported at the first sizing, not with dloop."""
+    from .backends.cpu.launch import host_helpers
+    return host_helpers(ir_text, signatures)
+
+
+native.COMPILER[0] = _host_helpers
 
 def jit(fun):
     """The compiled forward path of `fun`, without differentiation. Inside a function that

@@ -226,26 +226,18 @@ def _reset_after_fork():
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+# How the helpers become machine code: (ir_text, signatures) -> {name: ctypes function}.
+# The cpu backend's compiler and kernel cache do it (backends/cpu/launch.host_helpers); api.py
+# installs it, as this stage comes before the backends.
+COMPILER = [None]
+
+
 def _compiled(name):
     if not _functions:
         with _lock:
             if not _functions:
-                _functions.update(_load())
+                _functions.update(COMPILER[0](_IR, _SIGNATURES))
     return _functions[name]
-
-
-def _load():
-    """The helpers' machine code, through the cpu backend's kernel cache on disk (a
-    compile costs about 0.2 s, on the first sizing of every process otherwise)."""
-    from ..backends.base import get_backend
-    from ..backends.cpu.compile import compile_llvm, load_functions
-    cpu = get_backend("cpu")
-    key, found = cpu.from_disk_cache("cpu-host-sizing", _IR,
-                                     lambda code: load_functions(code, _SIGNATURES))
-    if found is not None:
-        return found
-    return load_functions(cpu.to_disk_cache(key, _IR, compile_llvm(_IR, runtime=False)),
-                          _SIGNATURES)
 
 
 def _address(a):

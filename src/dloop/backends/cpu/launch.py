@@ -20,7 +20,8 @@ from ...kernel.legalize import legalize, unwrap_loads
 from ..base import Backend, Caps, HostMemory
 from . import compile as _compile_module
 from . import simd, steps
-from .compile import cache_identity, compile_llvm, load_object, vector_math, vector_width
+from .compile import (cache_identity, compile_llvm, load_functions, load_object,
+                      vector_math, vector_width)
 from .render import render, wrap_pieces
 
 _MIN_CHUNK = 256
@@ -183,6 +184,20 @@ class CpuBackend(HostMemory, Backend):
             if job is not None:
                 job.cancel()
             raise
+
+
+def host_helpers(ir_text, signatures):
+    """Host code in LLVM IR (adstack/native.py's sizing loops) as ctypes functions, through
+    the cpu backend's kernel cache on disk: a compile costs about 0.2 s, which every process
+    would otherwise pay at its first sizing."""
+    from ..base import get_backend
+    cpu = get_backend("cpu")
+    key, found = cpu.from_disk_cache("cpu-host-code", ir_text,
+                                     lambda code: load_functions(code, signatures))
+    if found is not None:
+        return found
+    return load_functions(cpu.to_disk_cache(key, ir_text, compile_llvm(ir_text, runtime=False)),
+                          signatures)
 
 
 class CpuScalarBackend(CpuBackend):
