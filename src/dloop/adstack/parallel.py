@@ -160,6 +160,7 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
               for lo, hi in parts(n)]
     group_cap = np.empty(-(-n // lanes), np.int64)
     cap = np.ascontiguousarray(cap, np.int64)
+    order = None if order is None else np.ascontiguousarray(order, np.int64)
 
     def maxima(c, lo, hi):
         return native.group_maxima(cap, order, lo, hi, lanes,
