@@ -194,10 +194,13 @@ def sampled_padding(values, lanes, most):
     groups = values[:whole].reshape(-1, lanes)
     groups = groups[::max(1, len(groups) // most)]
     total = int(groups.sum())
-    # Lane by lane: NumPy's max along a short last axis is several times slower.
-    top = groups[:, 0].copy()
-    for lane in range(1, lanes):
-        np.maximum(top, groups[:, lane], out=top)
+    if lanes >= 16:
+        top = groups.max(axis=1)            # a warp's 32: one pass along the last axis
+    else:
+        # SIMD's 8, lane by lane: NumPy's max along a short last axis is 3x slower.
+        top = groups[:, 0].copy()
+        for lane in range(1, lanes):
+            np.maximum(top, groups[:, lane], out=top)
     return int(top.sum()) * lanes - total, total, groups.size
 
 

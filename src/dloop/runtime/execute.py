@@ -104,7 +104,14 @@ class Execution:
             offset += flags.size
 
     def host(self, x):
-        """x, readable by the host: the launches that made it finished, faults checked."""
+        """x, readable by the host: the launches that made it finished, faults checked. A
+        NumPy array is a host input or a host step's result, or a host backend's kernel
+        output, which exists once its (synchronous) launch returned: no wait. (A grad's
+        scalar cotangent, reshaped on the host between the forward and reverse kernels,
+        held the reverse launch until the forward kernel finished: 3.9 ms of W1's Vulkan
+        gradient at 10^6 on the H100.)"""
+        if isinstance(x, np.ndarray):
+            return x
         self.sync()
         return self.backend.to_host(x)
 
@@ -380,7 +387,8 @@ def sorting_pays(work, caps):
     lanes = caps.lockstep
     if lanes == 1 or work.size < lanes:
         return False
-    idle, _, count = parallel.sampled_padding(work, lanes, 8192)
+    # A sample of 65,536 elements (8,192 groups of the cpu's 8 lanes, 2,048 warps).
+    idle, _, count = parallel.sampled_padding(work, lanes, 65536 // lanes)
     return idle >= caps.sort_cost * count
 
 
