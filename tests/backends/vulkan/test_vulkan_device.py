@@ -224,6 +224,27 @@ def test_each_host_array_crosses_to_the_device_once_per_call(masked, monkeypatch
     assert_close(g[:4], want, rtol=1e-7)
 
 
+def test_forward_and_reverse_kernels_queue_without_a_wait_between(masked, monkeypatch):
+    """grad's scalar cotangent is reshaped on the host between the two kernels: a NumPy
+    value, which no launch writes, so the reverse launch does not wait for the forward
+    kernel. One wait per call, where results are handed back (and faults read)."""
+    be = masked("unified")
+    n = 3000
+    trips = np.random.default_rng(6).integers(0, 30, n)
+    x = np.linspace(0.5, 1.1, n)
+    g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9 + 0.1 * x * np.sin(v),
+                                       x).sum())
+    g(x)
+    waits = []
+    synchronize = type(be).synchronize
+    monkeypatch.setattr(type(be), "synchronize", lambda self: (waits.append(1),
+                                                               synchronize(self))[1])
+    got = g(x)
+    assert len(waits) == 1
+    want = finite_difference(lambda xs: _w1_numpy(xs, trips[:4]), x[:4])
+    assert_close(got[:4], want, rtol=1e-7)
+
+
 def _w1_numpy(x, trips):
     v = x.copy()
     for i in range(int(trips.max())):
