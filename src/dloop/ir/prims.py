@@ -5,6 +5,7 @@ implementations (runtime/host_ops.py) are registered in tables keyed by these ob
 import numpy as np
 
 from . import elementwise
+from .graph import Aval
 
 BOOL = np.dtype(bool)
 INT64 = np.dtype(np.int64)
@@ -248,7 +249,6 @@ loop_bwd_p = _make("loop_bwd", "loop", _loop_bwd_eval)
 
 
 def out_avals(prim, in_avals, params):
-    from .graph import Aval
     outs = []
     for spec in prim.abstract_eval(*in_avals, **params):
         shape, dtype = spec[0], spec[1]
