@@ -157,6 +157,7 @@ def _host_helpers(ir_text, signatures):
 
 native.COMPILER[0] = _host_helpers
 
+
 def jit(fun):
     """The compiled forward path of `fun`, without differentiation. Inside a function that
     dloop is tracing, a jitted function is simply called: its operations join that trace."""
