@@ -9,6 +9,7 @@ only when nothing references it, and queued submissions reference every buffer t
 release() has nothing to do: a replaced heap buffer lives until its last submission ends."""
 
 import hashlib
+import math
 import os
 import subprocess
 import tempfile
@@ -144,7 +145,7 @@ class VulkanBackend(Backend):
         dtype = np.dtype(dtype)
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         itemsize = storage_dtype(dtype, self.features.int64).itemsize
-        n = int(np.prod(shape, dtype=np.int64)) * itemsize
+        n = math.prod(int(s) for s in shape) * itemsize
         buf = self.device.alloc(max(n, 4))
         if zero or n == 0:       # empty arrays read as zeros, like the interpreter's
             self.device.fill_zero(buf, 0, max(n, 4))
