@@ -76,27 +76,28 @@ def cache_identity():
             ".".join(map(str, llvm.llvm_version_info)), str(tm.target_data))
 
 
-def load_object(code, n_buffers):
+def _loaded(code, take):
+    """take(engine) for an execution engine holding object code (kept alive for the
+    process), under the compile lock like every other use of LLVM here."""
     with _lock:
-        tm = _target_machine()
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         engine.finalize_object()
         _state["engines"].append(engine)
-        return CompiledKernel(engine, engine.get_function_address("dloop_kernel"), n_buffers)
+        return take(engine)
+
+
+def load_object(code, n_buffers):
+    return _loaded(code, lambda engine: CompiledKernel(
+        engine, engine.get_function_address("dloop_kernel"), n_buffers))
 
 
 def load_functions(code, signatures):
     """{name: ctypes function} from object code of host helpers (adstack/native.py), for
     signatures {name: (restype, argtypes)}; ctypes releases the GIL during each call."""
-    with _lock:
-        tm = _target_machine()
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
-        engine.finalize_object()
-        _state["engines"].append(engine)
-        return {name: ctypes.CFUNCTYPE(restype, *argtypes)(engine.get_function_address(name))
-                for name, (restype, argtypes) in signatures.items()}
+    return _loaded(code, lambda engine: {
+        name: ctypes.CFUNCTYPE(restype, *argtypes)(engine.get_function_address(name))
+        for name, (restype, argtypes) in signatures.items()})
 
 
 def compile_llvm(ir_text, runtime=True):
