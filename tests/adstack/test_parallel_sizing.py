@@ -42,6 +42,15 @@ def test_scan_gather_scatter_match_numpy(n):
     assert total == int(values.sum())
 
 
+@pytest.mark.parametrize("nbytes", [0, 1, 1000, 4099, 1 << 16])
+def test_copy_in_parts_is_the_copy(nbytes):
+    src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    dst = np.zeros(nbytes + 8, np.uint8)
+    parallel.copy(dst[3:3 + nbytes], src, part_bytes=1000)
+    np.testing.assert_array_equal(dst[3:3 + nbytes], src)
+    assert not dst[:3].any() and not dst[3 + nbytes:].any()
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 4001, 12345])
 def test_compiled_scan_matches_numpy(n):
     """adstack/scan.py, alone (offset, scale, inverted) and through the parts of

@@ -79,6 +79,21 @@ def order_by_work(work, shift):
     return order
 
 
+def copy(dst, src, part_bytes=2 << 20, most=4):
+    """dst[:] = src (1-D NumPy arrays of one size and dtype), in parts of at least
+    `part_bytes` on up to `most` threads. One thread copies about 6 GB/s into or out of a
+    GPU's host-visible memory on the GPU machine; 16 MB took 2.5 ms on one thread, 0.74 ms on
+    4, 0.73 on 8 and 1.1 on 16 (more threads only add hand-offs)."""
+    workers = config.num_threads or os.cpu_count() or 1
+    k = max(1, min(most, workers, src.nbytes // part_bytes))
+    if k == 1:
+        dst[...] = src
+        return
+    edges = [src.size * c // k for c in range(k + 1)]
+    run(lambda c, lo, hi: dst.__setitem__(slice(lo, hi), src[lo:hi]),
+        list(zip(edges[:-1], edges[1:])))
+
+
 def take(values, indices, xp=np):
     """values[indices] (1-D)."""
     chunks = parts(indices.size, xp)

@@ -380,6 +380,30 @@ def test_buffers_live_until_the_submissions_using_them_finish():
     np.testing.assert_array_equal(be.to_numpy(out), 2 * np.arange(1 << 16))
 
 
+@pytest.mark.parametrize("mask", ["", "unified"])
+def test_heavy_launches_and_copies_are_submitted_at_once(masked, mask, monkeypatch):
+    """device.py: a launch of _HEAVY_THREADS threads or a copy of _HEAVY_BYTES bytes is
+    submitted as it is recorded, so the device starts it while the host goes on; smaller work
+    waits in the open batch. Results are the same either way."""
+    monkeypatch.setattr(vkdevice, "_HEAVY_THREADS", 1 << 12)
+    monkeypatch.setattr(vkdevice, "_HEAVY_BYTES", 1 << 14)
+    be = masked(mask)
+    tid, v, w = kir.KVar(np.int64), kir.KVar(np.float64), kir.KVar(np.float64)
+    kernel = kir.Kernel("double", tid, [kir.Load(v, 0, tid), kir.Assign(w, "add", (v, v)),
+                                        kir.Store(1, tid, w)])
+    f64 = np.dtype(np.float64)
+    kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
+    artifact = be.compile(kernel)
+    for n, heavy in ((1 << 10, False), (1 << 12, True)):
+        be.synchronize()
+        x = np.arange(n, dtype=np.float64)
+        on_device, out = be.upload(x, f64), be.empty((n,), f64)
+        assert (be.device.batch is None) == (heavy or be.device.unified)   # the copy
+        be.launch(artifact, n, [on_device, out])
+        assert (be.device.batch is None) == heavy
+        np.testing.assert_array_equal(be.to_numpy(out), 2 * x)
+
+
 def test_empty_launches_submit_nothing():
     be = VulkanBackend(vkdevice.Device())
     be.synchronize()

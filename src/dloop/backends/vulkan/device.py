@@ -21,6 +21,7 @@ except OSError as e:        # the binding opens libvulkan as it is imported
     raise ImportError(f"the Vulkan loader library is missing ({e}); install libvulkan1",
                       name="libvulkan") from e
 
+from ...adstack import parallel
 from ...config import config
 
 MASKABLE = ("float64", "int64", "float_atomics", "unified")
@@ -34,6 +35,11 @@ _ALL_STAGES = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
 # submission (command buffer, fence, vkQueueSubmit) cost about 0.6 ms of driver calls
 # through the binding on NVIDIA's driver, so the copies and launches of a call share a few.
 _BATCH = 64
+# ... but a batch that holds a launch of this many threads, or a copy of this many bytes, is
+# submitted at once, so that the device runs it while the host prepares what follows (W1's
+# gradient at 10^6 on the H100: nothing ran until the host's final wait).
+_HEAVY_THREADS = 1 << 16
+_HEAVY_BYTES = 1 << 20
 _SPARE = 8                   # retired command buffers and fences kept for reuse
 # Submitted batches that may run while the host records more: beyond this, flush() waits
 # for the oldest, which bounds the staging memory that queued work keeps alive.
@@ -354,10 +360,10 @@ class Device:
         if not data.size:
             return
         if buf.view is not None:
-            buf.view[offset:offset + data.size] = data
+            parallel.copy(buf.view[offset:offset + data.size], data)
             return
         stage = self.alloc(data.size, host=True)
-        stage.view[:data.size] = data
+        parallel.copy(stage.view[:data.size], data)
         self.copy(buf, stage, data.size, dst_offset=offset)
 
     def read(self, buf, offset, nbytes):
@@ -367,7 +373,9 @@ class Device:
             self.copy(stage, buf, nbytes, src_offset=offset)
             buf, offset = stage, 0
         self.wait_all()
-        return buf.view[offset:offset + nbytes].copy()
+        out = np.empty(nbytes, np.uint8)
+        parallel.copy(out, buf.view[offset:offset + nbytes])
+        return out
 
     def fill_zero(self, buf, offset, nbytes):
         if buf.view is not None:
@@ -380,7 +388,7 @@ class Device:
         region = vk.ffi.new("VkBufferCopy*")
         region.srcOffset, region.dstOffset, region.size = src_offset, dst_offset, nbytes
         self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, region),
-                    [dst, src])
+                    [dst, src], heavy=nbytes >= _HEAVY_BYTES)
 
     # -- pipelines --
     def pipeline(self, key, code, n_bindings):
@@ -437,7 +445,7 @@ class Device:
                 vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, count)
                 vk.vkCmdDispatch(cmd, gx, gy, 1)
 
-            self.submit(record, keep, dset)
+            self.submit(record, keep, dset, heavy=n_threads >= _HEAVY_THREADS)
 
     def _descriptor_set(self, set_layout):
         info = self._set_infos.get(set_layout)
@@ -457,9 +465,10 @@ class Device:
             vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)
             return vk.vkAllocateDescriptorSets(self.device, info)[0]
 
-    def submit(self, record, keep, dset=None):
+    def submit(self, record, keep, dset=None, heavy=False):
         """Record work into the open command buffer, after a full memory barrier; it runs
-        once flush() submits the buffer. keep: objects the work uses (alive until it ends)."""
+        once flush() submits the buffer (at once where it is `heavy`). keep: objects the work
+        uses (alive until it ends)."""
         with self.lock:
             if self.batch is None:
                 # Command buffers and fences are reused: making and destroying them costs
@@ -481,7 +490,7 @@ class Device:
             vk.vkCmdPipelineBarrier(cmd, _ALL_STAGES, _ALL_STAGES, 0, 1, [self._barrier], 0,
                                     None, 0, None)
             record(cmd)
-            if len(kept) >= _BATCH:
+            if heavy or len(kept) >= _BATCH:
                 self.flush()
 
     def flush(self):
