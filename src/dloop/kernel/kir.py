@@ -26,7 +26,9 @@ mutable state, and each has a fixed meaning every backend implements the same wa
 A kernel with an 'order' buffer runs its threads in that order: the thread in slot t
 (0 <= t < n) runs element order[t], and `tid` is that element for every use (loads, stores,
 stacks' start and cap, counters). Backends that run consecutive slots together (SIMD lanes,
-GPU warps) then run elements of equal trip counts together; see runtime/execute.py.
+GPU warps) then run elements of equal trip counts together; see runtime/execute.py. Such a
+kernel may also have `slot`, the thread's slot t: loads and stores indexed by it reach
+arrays kept in slot order between kernels that run the same order (runtime/program.py).
 
 Every statement carries `src`, the user's file:line it was lowered from (or None), so that
 renderers can point debug information (#line, OpLine) at the user's code.
@@ -213,6 +215,7 @@ class Kernel:
     counters: list = field(default_factory=list)     # loop ids, in counter order
     accum_outputs: dict = field(default_factory=dict)   # output var id -> 'accum' buffer
     tape_lanes: int = 1            # L in the stacks' addressing (the backend's caps)
+    slot: KVar = None              # the thread's slot, where some arrays are in slot order
 
     def buffer_index(self, kind, key=None):
         for k, b in enumerate(self.buffers):

@@ -25,7 +25,8 @@ def format_kernel(kernel):
     n = _Names()
     # The text is the compile caches' key: the stacks' addressing is part of it.
     lanes = f" tape_lanes={kernel.tape_lanes}" if kernel.tape_lanes != 1 else ""
-    lines = [f"kernel {kernel.name}(tid={n.v(kernel.tid)}){lanes}:"]
+    head = f"tid={n.v(kernel.tid)}" + ("" if kernel.slot is None else f", slot={n.v(kernel.slot)}")
+    lines = [f"kernel {kernel.name}({head}){lanes}:"]
     for k, b in enumerate(kernel.buffers):
         key = ""
         if b.kind == "region":

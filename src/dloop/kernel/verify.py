@@ -36,7 +36,7 @@ class _Checker:
                     self.fail(f"stack buffer {buf} is not a {kind!r} buffer", spec)
             if self.k.buffers[spec.region].dtype != spec.dtype:
                 self.fail("stack dtype differs from its region's", spec)
-        self.block(self.k.body, {self.k.tid})
+        self.block(self.k.body, {self.k.tid} | ({self.k.slot} if self.k.slot else set()))
 
     def use(self, x, scope, stmt):
         if isinstance(x, kir.Const):

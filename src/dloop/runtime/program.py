@@ -14,11 +14,11 @@ import numpy as np
 from ..adstack import capacity
 from ..config import config
 from ..ir import prims
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Var
 from ..kernel import kir
 from ..kernel.loop_budget import guard_loop_passes
-from ..kernel.lower import lower_group
-from ..kernel.schedule import HostStep, schedule
+from ..kernel.lower import lower_group, table_operand
+from ..kernel.schedule import HostStep, KernelStep, schedule
 from ..kernel.verify import check_kernel
 
 
@@ -79,12 +79,13 @@ class Executable:
 def compile_program(program, backend, timings=None):
     timings = {} if timings is None else timings
     kernels, bodies = {}, {}
+    by_slot = _kept_in_slot_order(program) if backend.caps.order_elements else set()
     for step in program.steps:
         if isinstance(step, HostStep):
             if step.op.prim.kind == "collective":
                 bodies[id(step.op)] = _compile_bodies(step.op, backend, timings)
         else:
-            kernels[id(step)] = _plan(step, backend, timings)
+            kernels[id(step)] = _plan(step, backend, timings, by_slot)
     if config.debug and timings:
         print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
                                                   for k, v in timings.items()))
@@ -124,10 +125,11 @@ def _kernel(backend, timings, kernel):
     return CompiledKernel(kernel, _timed(timings, backend.name, backend.compile, kernel))
 
 
-def _plan(step, backend, timings):
+def _plan(step, backend, timings, by_slot):
     kernel = _timed(timings, "lower", lower_group, step.name, step.ops, step.inputs,
                     step.outputs, step.shape)
     kernel.tape_lanes = backend.caps.tape_lanes
+    _index_by_slot(kernel, {v.id for v in by_slot})
     known = set(step.inputs)
     nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
                   capacity.nest_infos(op.params["info"]))
@@ -151,6 +153,72 @@ def _plan(step, backend, timings):
                           step.inputs, [], step.shape, count_loops=to_count)
         plan.counting = _kernel(backend, timings, counting)
     return plan
+
+
+def _kept_in_slot_order(program):
+    """The values a kernel that orders its elements (it tapes loops) passes only to kernels
+    that run the same order: those whose loops' reverse reads its tapes and that tape none of
+    their own (runtime/execute.py reuses the order there). They stay in slot order, written
+    and read at the thread's slot: a store to element order[t] scatters, and on an H100 W1's
+    two kernels at 10^7 elements took 10.1 ms writing three arrays that way against 6.4 ms
+    writing them at the slot (6.3 for the hand-written bound)."""
+    steps = program.steps
+    made_by = {o: step for step in steps if isinstance(step, KernelStep) for o in step.outputs}
+    readers = {}
+    for step in steps:
+        reads = step.inputs if isinstance(step, KernelStep) else step.op.inputs
+        for x in reads:
+            readers.setdefault(x, []).append(step)
+    finished = {o for o in program.outputs if isinstance(o, Var)}
+    kept = set()
+    for var, step in made_by.items():
+        if var in finished or not _tapes(step) or tuple(var.aval.shape) != tuple(step.shape):
+            continue
+        if all(isinstance(r, KernelStep) and _runs_order_of(r, step, made_by)
+               and not _read_whole(r, var) for r in readers.get(var, [None])):
+            kept.add(var)
+    return kept
+
+
+def _tapes(step):
+    return any(op.prim is prims.loop_tape_p for op in step.ops)
+
+
+def _runs_order_of(reader, step, made_by):
+    """Whether `reader` runs the elements in `step`'s order: it tapes no loop, and every
+    tape it reverses is one of step's."""
+    if _tapes(reader) or tuple(reader.shape) != tuple(step.shape):
+        return False
+    made = {o for op in reader.ops for o in op.outputs}
+    tokens = [op.inputs[0] for op in reader.ops
+              if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
+    return bool(tokens) and all(made_by.get(t) is step for t in tokens)
+
+
+def _read_whole(step, var):
+    return any(x is var and table_operand(op, pos)
+               for op in step.ops for pos, x in enumerate(op.inputs))
+
+
+def _index_by_slot(kernel, ids):
+    """Loads and stores of the kernel's arrays among `ids` (value ids kept in slot order)
+    index the thread's slot instead of its element."""
+    bufs = {k for k, b in enumerate(kernel.buffers) if b.kind in ("in", "out") and b.key in ids}
+    if not bufs:
+        return
+    kernel.slot = kir.KVar(np.int64)
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, (kir.Load, kir.Store)) and s.buf in bufs:
+                if s.index is not kernel.tid or getattr(s, "wrap", None) is not None:
+                    raise AssertionError(f"{kernel.name}: buffer {s.buf} is kept in slot "
+                                         f"order but read or written at {s.index!r}")
+                s.index = kernel.slot
+            for body in (getattr(s, "body", None), getattr(s, "cond_body", None)):
+                if body:
+                    block(body)
+    block(kernel.body)
 
 
 def _launch_known(exprs, known):

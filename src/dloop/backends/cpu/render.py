@@ -107,6 +107,8 @@ class Renderer:
         order = k.buffer_index("order")
         element = tid if order is None else self.load(order, tid, np.dtype(np.int64))
         self.env[k.tid] = element
+        if k.slot is not None:
+            self.env[k.slot] = tid
         self._thread_start(element)
         self.block(k.body)
         self._thread_end(element)

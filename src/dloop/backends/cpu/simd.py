@@ -112,8 +112,9 @@ class SimdRenderer:
 
     def _contiguous(self, index):
         """Whether lanes read consecutive elements: the thread's own, when slots are
-        elements (no 'order' buffer)."""
-        return index is self.kernel.tid and not self.ordered
+        elements (no 'order' buffer), or its slot's."""
+        k = self.kernel
+        return (index is k.tid and not self.ordered) or (k.slot is not None and index is k.slot)
 
     def load_vec(self, buf, index_var, dtype, mask):
         elem = storage_type(dtype)
@@ -180,6 +181,8 @@ class SimdRenderer:
         self.group = group                   # the group's first thread, for vector loads
         order = k.buffer_index("order")
         self.ordered = order is not None
+        if k.slot is not None:
+            self.env[k.slot] = tid
         if self.ordered:                     # slot t runs element order[t]
             elem = storage_type(np.int64)
             fn = self.function(f"llvm.masked.load.{suffix(v64)}.p0", v64,

@@ -56,12 +56,16 @@ class Renderer:
         order = k.buffer_index("order")    # slot t runs element order[t] (kernel/kir.py)
         self.emit(f"const long long {self.name(k.tid)} = "
                   f"{'slot' if order is None else f'buf{order}[slot]'};")
+        if k.slot is not None:
+            self.emit(f"const long long {self.name(k.slot)} = slot;")
         self._thread_start()
         self.statements(k.body)
         self._thread_end()
         params = ["const long long n_threads"] + [self._param(i, b)
                                                   for i, b in enumerate(k.buffers)]
         self.decls.pop(k.tid)          # declared const where it is computed
+        if k.slot is not None:
+            self.decls.pop(k.slot)
         head = [f'#include "{HEADER}"', "",
                 f'extern "C" __global__ void {KERNEL_NAME}({", ".join(params)}) {{']
         decls = ["  " + d for d in self.decls.values()]

@@ -21,6 +21,8 @@ class _Thread:
         tid = buffers[order] if order is not None else np.arange(n, dtype=np.int64)
         self.tid = tid
         self.env = {kernel.tid: tid}
+        if kernel.slot is not None:
+            self.env[kernel.slot] = np.arange(n, dtype=np.int64)
         self.stacks = []
         for s in kernel.stacks:
             cap, start, lanes = buffers[s.cap][tid], buffers[s.start][tid], kernel.tape_lanes

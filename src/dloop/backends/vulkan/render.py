@@ -167,6 +167,8 @@ class Renderer:
             order = self.k.buffer_index("order")      # slot t runs element order[t]
             tid = slot if order is None else self.load(order, slot)
             self.env[self.k.tid] = tid
+            if self.k.slot is not None:
+                self.env[self.k.slot] = slot
             self._thread_start(tid)
             self.block(self.k.body)
             self._thread_end(tid)

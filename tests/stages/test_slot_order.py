@@ -1,0 +1,131 @@
+"""Values a taped forward kernel passes only to its reverse kernel, which runs the same element
+order, stay in slot order (runtime/program.py): written and read at the thread's slot, never
+seen by the host in that order."""
+
+import dataclasses
+
+import numpy as np
+import dloop as dl
+from dloop.backends.base import get_backend
+from dloop.runtime import execute, program
+from helpers import assert_close
+
+N = 70_000      # past parallel.MIN_CHUNK: host sizing orders the elements too
+
+
+def _data():
+    rng = np.random.default_rng(5)
+    return rng.uniform(-1.0, 1.0, N), rng.integers(0, 60, N)
+
+
+def _closed_form(x, trips):
+    """v <- 0.95 v + 0.1 x sin v, trips[i] times from v = x, and d v / d x by forward mode."""
+    v, dv = x.copy(), np.ones_like(x)
+    for k in range(int(trips.max())):
+        live = k < trips
+        v, dv = (np.where(live, 0.95 * v + 0.1 * x * np.sin(v), v),
+                 np.where(live, (0.95 + 0.1 * x * np.cos(v)) * dv + 0.1 * np.sin(v), dv))
+    return v, dv
+
+
+def _slot_accesses(kernel):
+    """(buffer, 'load' | 'store') of every access indexed by the kernel's slot."""
+    found = []
+
+    def block(stmts):
+        for s in stmts:
+            if type(s).__name__ in ("Load", "Store") and kernel.slot is not None \
+                    and s.index is kernel.slot:
+                found.append((s.buf, type(s).__name__.lower()))
+            for body in (getattr(s, "body", None), getattr(s, "cond_body", None)):
+                block(body or [])
+    block(kernel.body)
+    return found
+
+
+def _kernels_and_orders(fn, monkeypatch, *args):
+    """fn(*args), the kernels compiled and the element orders chosen, with elements ordered
+    wherever the backend can (sorting_pays would keep Vulkan's in element order)."""
+    be = get_backend(dl.config.backend)
+    monkeypatch.setattr(be, "caps", dataclasses.replace(be.caps, sort_cost=0))
+    kernels, orders = [], []
+    monkeypatch.setattr(program, "KERNEL_HOOKS", [kernels.append])
+    monkeypatch.setattr(dl.api, "_PROGRAMS", type(dl.api._PROGRAMS)())
+    order = execute.Execution._order
+
+    def recorded(self, *a):
+        orders.append(order(self, *a))
+        return orders[-1]
+    monkeypatch.setattr(execute.Execution, "_order", recorded)
+    return fn(*args), kernels, orders
+
+
+def test_the_reverse_reads_what_the_forward_wrote_at_the_same_slot(backend, monkeypatch):
+    x, trips = _data()
+    loss = lambda x: dl.fori_loop(0, trips, lambda i, v: 0.95 * v + 0.1 * x * np.sin(v),
+                                  x).sum()
+    got, kernels, orders = _kernels_and_orders(dl.grad(loss), monkeypatch, x)
+    assert_close(got, _closed_form(x, trips)[1], rtol=1e-12)
+    forward, reverse = kernels
+    if not get_backend(backend).caps.order_elements:
+        assert forward.slot is None and reverse.slot is None
+        return
+    assert orders and orders[0] is not None
+    assert not np.array_equal(np.asarray(orders[0]), np.arange(N))      # really reordered
+    stored = {b for b, how in _slot_accesses(forward) if how == "store"}
+    # 0.1 * x and the tape's trip counts: both outputs of the forward kernel
+    assert stored == {k for k, b in enumerate(forward.buffers) if b.kind == "out"}
+    assert len(stored) == 2
+    loaded = _slot_accesses(reverse)
+    assert len(loaded) == 2 and {how for _, how in loaded} == {"load"}
+
+
+def test_values_the_caller_gets_stay_in_element_order(backend, monkeypatch):
+    """The loop's result goes back to the caller (an aux) and into the loss: the forward
+    kernel writes it at its element, while the values only the reverse reads are at the
+    slot."""
+    x, trips = _data()
+
+    def loss(x):
+        v = dl.fori_loop(0, trips, lambda i, v: 0.95 * v + 0.1 * x * np.sin(v), x)
+        return v.sum(), v
+    (got, aux), kernels, _ = _kernels_and_orders(dl.grad(loss, has_aux=True), monkeypatch, x)
+    v, dv = _closed_form(x, trips)
+    assert_close(got, dv, rtol=1e-12)
+    assert_close(aux, v, rtol=1e-12)
+    forward = kernels[0]
+    if get_backend(backend).caps.order_elements:
+        outs = [k for k, b in enumerate(forward.buffers) if b.kind == "out"]
+        stored = {b for b, how in _slot_accesses(forward) if how == "store"}
+        assert len(outs) == 3 and len(stored) == 2
+
+
+def test_a_kernel_that_tapes_its_own_loop_reads_at_the_element(backend, monkeypatch):
+    """The first loop's result, scaled by its mean (a host step), starts a second taped loop:
+    that kernel orders its elements by its own trips, so it reads the first kernel's output
+    at the element. The gradient is checked along a random direction against central
+    differences of the NumPy loss."""
+    x, trips = _data()
+    trips2 = trips[::-1].copy()
+
+    def loss(x, xp=dl):
+        v = xp.fori_loop(0, trips, lambda i, v: 0.95 * v + 0.1 * x * np.sin(v), x)
+        v = v * v.mean()
+        return xp.fori_loop(0, trips2, lambda i, w: 0.95 * w + 0.1 * v * np.sin(w), v).sum()
+
+    class Host:
+        @staticmethod
+        def fori_loop(lo, hi, body, v):
+            for k in range(int(hi.max())):
+                v = np.where(k < hi, body(k, v), v)
+            return v
+    got, kernels, _ = _kernels_and_orders(dl.grad(loss), monkeypatch, x)
+    d = np.random.default_rng(6).standard_normal(N)
+    eps = 1e-6
+    want = (loss(x + eps * d, Host) - loss(x - eps * d, Host)) / (2 * eps)
+    assert abs(got @ d - want) <= 1e-6 * abs(want)
+    if get_backend(backend).caps.order_elements:
+        second = next(k for k in kernels
+                      if any(b.kind == "order" for b in k.buffers) and k is not kernels[0]
+                      and not any(how == "load" for _, how in _slot_accesses(k)))
+        assert second is not None
