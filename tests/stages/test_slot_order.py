@@ -28,6 +28,11 @@ def _closed_form(x, trips):
     return v, dv
 
 
+def _host(a):
+    """A NumPy copy of a NumPy or device array (CuPy's .get)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
 def _slot_accesses(kernel):
     """(buffer, 'load' | 'store') of every access indexed by the kernel's slot."""
     found = []
@@ -71,7 +76,7 @@ def test_the_reverse_reads_what_the_forward_wrote_at_the_same_slot(backend, monk
         assert forward.slot is None and reverse.slot is None
         return
     assert orders and orders[0] is not None
-    assert not np.array_equal(np.asarray(orders[0]), np.arange(N))      # really reordered
+    assert not np.array_equal(_host(orders[0]), np.arange(N))      # really reordered
     stored = {b for b, how in _slot_accesses(forward) if how == "store"}
     # 0.1 * x and the tape's trip counts: both outputs of the forward kernel
     assert stored == {k for k, b in enumerate(forward.buffers) if b.kind == "out"}
@@ -129,3 +134,25 @@ def test_a_kernel_that_tapes_its_own_loop_reads_at_the_element(backend, monkeypa
                       if any(b.kind == "order" for b in k.buffers) and k is not kernels[0]
                       and not any(how == "load" for _, how in _slot_accesses(k)))
         assert second is not None
+
+
+def test_layouts_kept_in_slot_order_give_the_same_gradient(monkeypatch):
+    """caps.slot_layouts (the cuda backend's): the forward kernel and its reverse read their
+    stacks' start and capacity at the slot, and the layout leaves them in slot order. Here on
+    the interpreter, whose layout is then the array-namespace version, with the elements
+    really reordered and interleaved in groups of 32 as on a GPU."""
+    previous = dl.config.backend
+    dl.config.update("backend", "interpret")
+    try:
+        be = get_backend("interpret")
+        monkeypatch.setattr(be, "caps", dataclasses.replace(
+            be.caps, order_elements=True, lockstep=32, tape_lanes=32, slot_layouts=True))
+        x, trips = _data()
+        loss = lambda x: dl.fori_loop(0, trips, lambda i, v: 0.95 * v + 0.1 * x * np.sin(v),
+                                      x).sum()
+        got, kernels, orders = _kernels_and_orders(dl.grad(loss), monkeypatch, x)
+    finally:
+        dl.config.update("backend", previous)
+    assert_close(got, _closed_form(x, trips)[1], rtol=1e-12)
+    assert [k.stacks_by_slot for k in kernels] == [True, True]
+    assert not np.array_equal(_host(orders[0]), np.arange(N))

@@ -32,7 +32,7 @@ class LoopLayout:
 
 
 def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave=None,
-                pack=None):
+                pack=None, by_slot=False):
     """With `order` (the elements in the order threads run them), the slices are laid out in
     that order, so threads that run together write neighbouring memory (for launches of at
     least parallel.MIN_CHUNK elements, or any launch with lanes > 1; smaller ones keep
@@ -43,14 +43,31 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     interleave: the backend's fused device version of the interleaved layout
     (Backend.interleave), used in place of _interleaved and its scatters. pack: the
     backend's device version of compact slice starts in element order (for host sizing,
-    Backend.compact_starts with the run's upload), which may decline."""
+    Backend.compact_starts with the run's upload), which may decline. by_slot: starts and
+    capacities per slot instead of per element (caps.slot_layouts; interleaved, with the
+    device's interleave or the array-namespace version)."""
+    if by_slot and lanes == 1:
+        raise AssertionError("slot-ordered layouts are interleaved ones")
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
     _check_size(info, cap)
     if cap.size < parallel.MIN_CHUNK and lanes == 1:
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
-    if lanes > 1 and xp is np:
+    if lanes > 1 and interleave is not None:
+        start, cap, total = interleave(cap, order, by_slot)
+        _check_size(info, cap, padded=total)
+    elif lanes > 1 and (xp is not np or by_slot):
+        ordered = cap if order is None else parallel.take(cap, order, xp)
+        ordered, running, total = _interleaved(ordered, lanes, xp)
+        _check_size(info, ordered, padded=total)
+        if order is None or by_slot:
+            start, cap = running, ordered
+        else:
+            start, cap = xp.empty_like(cap), xp.empty_like(cap)
+            parallel.scatter(start, order, running, xp)
+            parallel.scatter(cap, order, ordered, xp)
+    elif lanes > 1:
         # Each element keeps its own capacity where no two stacks share a region: their
         # addresses then do not depend on it (kernel/kir.py), and a scatter is saved.
         shared = len(set(map(np.dtype, info.carry_dtypes))) < len(info.carry_dtypes)
@@ -61,19 +78,6 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         else:
             start, cap, total = interleaved
             _check_size(info, cap, padded=total)
-    elif lanes > 1 and interleave is not None:
-        start, cap, total = interleave(cap, order)
-        _check_size(info, cap, padded=total)
-    elif lanes > 1:
-        ordered = cap if order is None else parallel.take(cap, order, xp)
-        ordered, running, total = _interleaved(ordered, lanes, xp)
-        _check_size(info, ordered, padded=total)
-        if order is None:
-            start, cap = running, ordered
-        else:
-            start, cap = xp.empty_like(cap), xp.empty_like(cap)
-            parallel.scatter(start, order, running, xp)
-            parallel.scatter(cap, order, ordered, xp)
     else:
         start, total = _packed(cap, order, xp)
     regions = {}

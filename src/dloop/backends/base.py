@@ -72,6 +72,9 @@ class Caps:
     # Adstack sizing (capacities, element order, layout) runs in the backend's array namespace
     # `xp` on the device, so per-element arrays never cross to the host and back.
     sizes_on_device: bool = False
+    # interleave(cap, order, by_slot=True) lays a loop's starts and capacities out in slot
+    # order, for kernels that read them at the slot (runtime/program.py).
+    slot_layouts: bool = False
     # Elements whose adstack slots are interleaved in groups of this many (kernel/kir.py):
     # the width of a GPU warp, whose threads then store one slot each to one cache line.
     tape_lanes: int = 1
@@ -126,7 +129,8 @@ class Backend:
     # The largest launch a step driver runs (runtime/steps.py); None: any.
     max_step_threads = None
     # Backends that size on the device may lay interleaved tapes out in their own fused
-    # code: interleave(cap, order) -> (start, raised, total), as adstack/layout.py would.
+    # code: interleave(cap, order, by_slot) -> (start, raised, total), as adstack/layout.py
+    # would (per element, or per slot with by_slot).
     interleave = None
     # Backends that size on the host may compute compact slice starts on their device:
     # compact_starts(cap, upload) -> (starts there, total), or None to leave it to the host.

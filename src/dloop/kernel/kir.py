@@ -28,7 +28,8 @@ A kernel with an 'order' buffer runs its threads in that order: the thread in sl
 stacks' start and cap, counters). Backends that run consecutive slots together (SIMD lanes,
 GPU warps) then run elements of equal trip counts together; see runtime/execute.py. Such a
 kernel may also have `slot`, the thread's slot t: loads and stores indexed by it reach
-arrays kept in slot order between kernels that run the same order (runtime/program.py).
+arrays kept in slot order between kernels that run the same order (runtime/program.py), and
+with `stacks_by_slot` the stacks' start and cap are read at the slot instead of the element.
 
 Every statement carries `src`, the user's file:line it was lowered from (or None), so that
 renderers can point debug information (#line, OpLine) at the user's code.
@@ -216,6 +217,7 @@ class Kernel:
     accum_outputs: dict = field(default_factory=dict)   # output var id -> 'accum' buffer
     tape_lanes: int = 1            # L in the stacks' addressing (the backend's caps)
     slot: KVar = None              # the thread's slot, where some arrays are in slot order
+    stacks_by_slot: bool = False   # stacks' start and cap are read at the slot, not the element
 
     def buffer_index(self, kind, key=None):
         for k, b in enumerate(self.buffers):

@@ -26,6 +26,7 @@ def format_kernel(kernel):
     # The text is the compile caches' key: the stacks' addressing is part of it.
     lanes = f" tape_lanes={kernel.tape_lanes}" if kernel.tape_lanes != 1 else ""
     head = f"tid={n.v(kernel.tid)}" + ("" if kernel.slot is None else f", slot={n.v(kernel.slot)}")
+    head += ", stacks by slot" if kernel.stacks_by_slot else ""
     lines = [f"kernel {kernel.name}({head}){lanes}:"]
     for k, b in enumerate(kernel.buffers):
         key = ""

@@ -259,7 +259,7 @@ class Execution:
             for loop_id, info in nest.infos.items():
                 layout = loop_layout(info, caps[loop_id], order, self._sizing_xp(),
                                      be.caps.tape_lanes, be.caps.compact_tapes, interleave,
-                                     pack)
+                                     pack, plan.main.kernel.stacks_by_slot)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}

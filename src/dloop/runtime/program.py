@@ -80,12 +80,14 @@ def compile_program(program, backend, timings=None):
     timings = {} if timings is None else timings
     kernels, bodies = {}, {}
     by_slot = _kept_in_slot_order(program) if backend.caps.order_elements else set()
+    layouts_by_slot = _slot_layouts(program) if backend.caps.slot_layouts else set()
     for step in program.steps:
         if isinstance(step, HostStep):
             if step.op.prim.kind == "collective":
                 bodies[id(step.op)] = _compile_bodies(step.op, backend, timings)
         else:
-            kernels[id(step)] = _plan(step, backend, timings, by_slot)
+            kernels[id(step)] = _plan(step, backend, timings, by_slot,
+                                      step in layouts_by_slot)
     if config.debug and timings:
         print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
                                                   for k, v in timings.items()))
@@ -125,18 +127,20 @@ def _kernel(backend, timings, kernel):
     return CompiledKernel(kernel, _timed(timings, backend.name, backend.compile, kernel))
 
 
-def _plan(step, backend, timings, by_slot):
+def _plan(step, backend, timings, by_slot, stacks_by_slot):
     kernel = _timed(timings, "lower", lower_group, step.name, step.ops, step.inputs,
                     step.outputs, step.shape)
     kernel.tape_lanes = backend.caps.tape_lanes
     _index_by_slot(kernel, {v.id for v in by_slot})
+    if stacks_by_slot and kernel.stacks:
+        if kernel.slot is None:
+            kernel.slot = kir.KVar(np.int64)
+        kernel.stacks_by_slot = True
     known = set(step.inputs)
     nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
                   capacity.nest_infos(op.params["info"]))
              for op in step.ops if op.prim is prims.loop_tape_p]
-    made = {o for op in step.ops for o in op.outputs}
-    external_tokens = [op.inputs[0] for op in step.ops
-                       if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
+    external_tokens = _reversed_tapes(step)
     # Trip counts are known at launch wherever adstacks are sized (own nests) or were sized
     # (the tapes of an earlier kernel): there the elements can run in order of work.
     if backend.caps.order_elements and (nests or external_tokens):
@@ -180,8 +184,42 @@ def _kept_in_slot_order(program):
     return kept
 
 
+def _slot_layouts(program):
+    """Kernel steps whose stacks read their start and capacity at the slot: a taping kernel
+    that reverses no other kernel's tapes, with the kernels that reverse its tapes in its
+    order, where nothing else reads them (its layouts are then only ever read in its order).
+    The layout then skips its scatters to element order (caps.slot_layouts), and the kernels
+    their gathers: on the H100 at 10^7 elements, two scatters of 0.7 ms each."""
+    steps = program.steps
+    made_by = {o: step for step in steps if isinstance(step, KernelStep) for o in step.outputs}
+    readers = {}
+    for step in steps:
+        for x in step.inputs if isinstance(step, KernelStep) else step.op.inputs:
+            readers.setdefault(x, []).append(step)
+    finished = {o for o in program.outputs if isinstance(o, Var)}
+    chosen = set()
+    for step in steps:
+        if not isinstance(step, KernelStep) or not _tapes(step) or _reversed_tapes(step):
+            continue
+        tokens = [o for o in step.outputs if o.aval.is_tape]
+        reversing = [r for t in tokens for r in readers.get(t, [])]
+        if not any(t in finished for t in tokens) and all(
+                isinstance(r, KernelStep) and _runs_order_of(r, step, made_by)
+                for r in reversing):
+            chosen.add(step)
+            chosen.update(reversing)
+    return chosen
+
+
 def _tapes(step):
     return any(op.prim is prims.loop_tape_p for op in step.ops)
+
+
+def _reversed_tapes(step):
+    """The tapes of other kernels that step's loops reverse."""
+    made = {o for op in step.ops for o in op.outputs}
+    return [op.inputs[0] for op in step.ops
+            if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
 
 
 def _runs_order_of(reader, step, made_by):
@@ -189,9 +227,7 @@ def _runs_order_of(reader, step, made_by):
     tape it reverses is one of step's."""
     if _tapes(reader) or tuple(reader.shape) != tuple(step.shape):
         return False
-    made = {o for op in reader.ops for o in op.outputs}
-    tokens = [op.inputs[0] for op in reader.ops
-              if op.prim is prims.loop_bwd_p and op.inputs[0] not in made]
+    tokens = _reversed_tapes(reader)
     return bool(tokens) and all(made_by.get(t) is step for t in tokens)
 
 

@@ -211,20 +211,21 @@ def test_kernels_with_sin_and_cos_of_one_value_use_sincos():
 
 @pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 1000, 70_001])
 @pytest.mark.parametrize("ordered", [False, True])
-def test_the_fused_interleaved_layout_is_kir_s_layout(n, ordered):
+@pytest.mark.parametrize("by_slot", [False, True])
+def test_the_fused_interleaved_layout_is_kir_s_layout(n, ordered, by_slot):
     """backends/cuda/sizing.py against the layout written out in NumPy: threads in `order`,
     groups of 32 consecutive threads raised to their largest capacity, each group's slots
-    after the previous group's, each thread at its lane."""
+    after the previous group's, each thread at its lane; per element, or per slot."""
     from dloop.backends.cuda import sizing
     rng = np.random.default_rng(n)
     cap = rng.integers(0, 300, n)
     order = rng.permutation(n) if ordered else np.arange(n)
     start, raised, total = sizing.interleaved(cp.asarray(cap),
-                                              cp.asarray(order) if ordered else None)
+                                              cp.asarray(order) if ordered else None, by_slot)
     want_start, want_raised, first = np.empty(n, np.int64), np.empty(n, np.int64), 0
     for g in range(0, n, 32):
-        members = order[g:g + 32]
-        top = int(cap[members].max())
+        members = np.arange(g, min(g + 32, n)) if by_slot else order[g:g + 32]
+        top = int(cap[order[g:g + 32]].max())
         want_start[members] = first + np.arange(members.size)
         want_raised[members] = top
         first += 32 * top

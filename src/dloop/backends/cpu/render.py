@@ -109,7 +109,7 @@ class Renderer:
         self.env[k.tid] = element
         if k.slot is not None:
             self.env[k.slot] = tid
-        self._thread_start(element)
+        self._thread_start(tid if k.stacks_by_slot else element)
         self.block(k.body)
         self._thread_end(element)
         tid.add_incoming(b.add(tid, I64(1)), b.block)

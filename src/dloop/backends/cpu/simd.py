@@ -203,8 +203,9 @@ class SimdRenderer:
         b, v64, lanes = self.b, vec(I64, self.W), self.kernel.tape_lanes
         for spec, (sp, base, cap, stride, grouped) in zip(self.kernel.stacks,
                                                           self.stack_state):
-            c = self.load_vec(spec.cap, self.kernel.tid, np.int64, self.mask)
-            s = self.load_vec(spec.start, self.kernel.tid, np.int64, self.mask)
+            at = self.kernel.slot if self.kernel.stacks_by_slot else self.kernel.tid
+            c = self.load_vec(spec.cap, at, np.int64, self.mask)
+            s = self.load_vec(spec.start, at, np.int64, self.mask)
             b.store(c, cap)
             b.store(splat(v64, 0), sp)
             if lanes > 1:

@@ -13,7 +13,8 @@ from .ops import const, ctype, expr, storage_ctype
 
 # Every CUDA device NVRTC 13 targets (sm_75 and later) has float64, 64-bit and float atomics
 # and CUDA's math library in both widths. 256-byte heap regions keep every load aligned.
-CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True, tape_lanes=32)
+CUDA_CAPS = Caps(align=256, order_elements=True, sizes_on_device=True, tape_lanes=32,
+                 slot_layouts=True)
 
 HEADER = "dloop/adstack.cuh"      # the include name of _native/cuda/adstack.cuh
 KERNEL_NAME = "dloop_kernel"
@@ -79,7 +80,8 @@ class Renderer:
         return f"{t}* buf{i}"
 
     def _thread_start(self):
-        tid = self.name(self.kernel.tid)
+        k = self.kernel
+        tid = self.name(k.slot if k.stacks_by_slot else k.tid)
         lanes = self.kernel.tape_lanes
         for k, spec in enumerate(self.kernel.stacks):
             self.emit(f"const long long cap{k} = buf{spec.cap}[{tid}];")

@@ -7,7 +7,8 @@ A warp is a group: its 32 threads read the capacities of the elements they run (
 the order), take the warp's maximum with shuffles, and lane 0 writes the group's slots
 (32 x that maximum). An inclusive scan of the groups' slots gives each group's end; the
 second kernel writes each element's start (its group's first slot plus its lane) and its
-raised capacity, at the element's index. The total, the last end, is the one value read
+raised capacity, at the element's index (or at the slot, for kernels that read them there).
+The total, the last end, is the one value read
 back: the heap is sized from it."""
 
 import threading
@@ -32,7 +33,7 @@ extern "C" __global__ void dloop_place(const long long* order, int ordered, long
                                        long long* start, long long* raised) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
-  const long long g = t >> 5, e = ordered ? order[t] : t;
+  const long long g = t >> 5, e = ordered ? order[t] : t;   // ordered = 0: at the slot
   start[e] = ends[g] - slots[g] + (t & 31);
   raised[e] = slots[g] >> 5;
 }
@@ -49,11 +50,13 @@ def _function(name):
         return _module["module"].get_function(name)
 
 
-def interleaved(cap, order):
+def interleaved(cap, order, by_slot=False):
     """(start, raised, total) of the interleaved layout for per-element capacities `cap`
     (int64 CuPy array) with threads running elements `order` (None: element order): what
-    layout._interleaved and the scatters through the order give, bit for bit. Capacities
-    have passed the size check, so 32 x a capacity does not overflow."""
+    layout._interleaved and the scatters through the order give, bit for bit; with
+    `by_slot`, per slot instead (what _interleaved gives before the scatters: kernels with
+    kir's stacks_by_slot read them there, and the scatters are saved). Capacities have
+    passed the size check, so 32 x a capacity does not overflow."""
     n = cap.size
     if not n:
         empty = cupy.empty(0, np.int64)
@@ -66,6 +69,6 @@ def interleaved(cap, order):
                                                       np.int64(n), slots))
     ends = cupy.cumsum(slots)
     start, raised = cupy.empty(n, np.int64), cupy.empty(n, np.int64)
-    _function("dloop_place")(grid, (_BLOCK,), (indices, np.int32(ordered), np.int64(n), ends,
-                                               slots, start, raised))
+    _function("dloop_place")(grid, (_BLOCK,), (indices, np.int32(ordered and not by_slot),
+                                               np.int64(n), ends, slots, start, raised))
     return start, raised, int(ends[-1])

@@ -24,8 +24,9 @@ class _Thread:
         if kernel.slot is not None:
             self.env[kernel.slot] = np.arange(n, dtype=np.int64)
         self.stacks = []
+        at = np.arange(n, dtype=np.int64) if kernel.stacks_by_slot else tid
         for s in kernel.stacks:
-            cap, start, lanes = buffers[s.cap][tid], buffers[s.start][tid], kernel.tape_lanes
+            cap, start, lanes = buffers[s.cap][at], buffers[s.start][at], kernel.tape_lanes
             lane = start % lanes
             base = s.group_size * (start - lane) + lane + s.index * cap * lanes
             self.stacks.append({"base": base, "cap": cap, "sp": np.zeros(n, np.int64),

@@ -169,7 +169,7 @@ class Renderer:
             self.env[self.k.tid] = tid
             if self.k.slot is not None:
                 self.env[self.k.slot] = slot
-            self._thread_start(tid)
+            self._thread_start(slot if self.k.stacks_by_slot else tid)
             self.block(self.k.body)
             self._thread_end(tid)
         self.if_(fn.op("SLessThan", m.t_bool(), tid32, n32), thread)
