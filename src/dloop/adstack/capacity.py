@@ -169,7 +169,11 @@ class Binary(Expr):
     def evaluate(self, env, shape, xp):
         a, b = self.a.evaluate(env, shape, xp), self.b.evaluate(env, shape, xp)
         if self.op in ("max", "min"):
-            return getattr(xp, _BINARY[self.op])(xp.asarray(a), xp.asarray(b))
+            # A scalar stays a Python number: on a device, an array of it is a transfer.
+            a, b = (int(x) if _scalar(x) else xp.asarray(x) for x in (a, b))
+            if isinstance(a, int) and isinstance(b, int):
+                return np.int64(max(a, b) if self.op == "max" else min(a, b))
+            return getattr(xp, _BINARY[self.op])(a, b)
         return _checked(_BINARY[self.op], a, b, xp)
 
     def trend(self, loop):
