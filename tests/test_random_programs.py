@@ -1,5 +1,5 @@
 """Generated loop programs: every compiled backend against the interpreter, and gradients
-against central finite differences. CI runs 60 (four shards of 15, each of a fixed seed), the
+against central finite differences. CI runs 60 (twelve shards of 5, each of a fixed seed), the
 same ones every run, each on every compiled backend; set DLOOP_RANDOM_EXAMPLES to run more by
 hand (e.g. 10000), and DLOOP_RANDOM_SEED to draw a different set."""
 
@@ -120,8 +120,9 @@ def _with_backend(name, fn):
 
 
 # The examples run in SHARDS tests of their own seeds, so that pytest-xdist spreads them over
-# the cores instead of leaving one long test for one core at the end.
-SHARDS = 4
+# the cores instead of leaving one long test for one core at the end (four shards of 15 left
+# one of 50-170 s on a 2-core machine).
+SHARDS = 12
 
 
 def _shard(k):
