@@ -133,8 +133,7 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
     kernel.tape_lanes = backend.caps.tape_lanes
     _index_by_slot(kernel, {v.id for v in by_slot})
     if stacks_by_slot and kernel.stacks:
-        if kernel.slot is None:
-            kernel.slot = kir.KVar(np.int64)
+        _slot(kernel)
         kernel.stacks_by_slot = True
     known = set(step.inputs)
     nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
@@ -166,14 +165,7 @@ def _kept_in_slot_order(program):
     and read at the thread's slot: a store to element order[t] scatters, and on an H100 W1's
     two kernels at 10^7 elements took 10.1 ms writing three arrays that way against 6.4 ms
     writing them at the slot (6.3 for the hand-written bound)."""
-    steps = program.steps
-    made_by = {o: step for step in steps if isinstance(step, KernelStep) for o in step.outputs}
-    readers = {}
-    for step in steps:
-        reads = step.inputs if isinstance(step, KernelStep) else step.op.inputs
-        for x in reads:
-            readers.setdefault(x, []).append(step)
-    finished = {o for o in program.outputs if isinstance(o, Var)}
+    made_by, readers, finished = _dataflow(program)
     kept = set()
     for var, step in made_by.items():
         if var in finished or not _tapes(step) or tuple(var.aval.shape) != tuple(step.shape):
@@ -190,15 +182,9 @@ def _slot_layouts(program):
     order, where nothing else reads them (its layouts are then only ever read in its order).
     The layout then skips its scatters to element order (caps.slot_layouts), and the kernels
     their gathers: on the H100 at 10^7 elements, two scatters of 0.7 ms each."""
-    steps = program.steps
-    made_by = {o: step for step in steps if isinstance(step, KernelStep) for o in step.outputs}
-    readers = {}
-    for step in steps:
-        for x in step.inputs if isinstance(step, KernelStep) else step.op.inputs:
-            readers.setdefault(x, []).append(step)
-    finished = {o for o in program.outputs if isinstance(o, Var)}
+    made_by, readers, finished = _dataflow(program)
     chosen = set()
-    for step in steps:
+    for step in program.steps:
         if not isinstance(step, KernelStep) or not _tapes(step) or _reversed_tapes(step):
             continue
         tokens = [o for o in step.outputs if o.aval.is_tape]
@@ -209,6 +195,18 @@ def _slot_layouts(program):
             chosen.add(step)
             chosen.update(reversing)
     return chosen
+
+
+def _dataflow(program):
+    """(the kernel step making each value, the steps reading each value, the program's
+    outputs)."""
+    made_by = {o: step for step in program.steps if isinstance(step, KernelStep)
+               for o in step.outputs}
+    readers = {}
+    for step in program.steps:
+        for x in step.inputs if isinstance(step, KernelStep) else step.op.inputs:
+            readers.setdefault(x, []).append(step)
+    return made_by, readers, {o for o in program.outputs if isinstance(o, Var)}
 
 
 def _tapes(step):
@@ -242,7 +240,7 @@ def _index_by_slot(kernel, ids):
     bufs = {k for k, b in enumerate(kernel.buffers) if b.kind in ("in", "out") and b.key in ids}
     if not bufs:
         return
-    kernel.slot = kir.KVar(np.int64)
+    slot = _slot(kernel)
 
     def block(stmts):
         for s in stmts:
@@ -250,11 +248,18 @@ def _index_by_slot(kernel, ids):
                 if s.index is not kernel.tid or getattr(s, "wrap", None) is not None:
                     raise AssertionError(f"{kernel.name}: buffer {s.buf} is kept in slot "
                                          f"order but read or written at {s.index!r}")
-                s.index = kernel.slot
+                s.index = slot
             for body in (getattr(s, "body", None), getattr(s, "cond_body", None)):
                 if body:
                     block(body)
     block(kernel.body)
+
+
+def _slot(kernel):
+    """The kernel's slot variable, made on first use."""
+    if kernel.slot is None:
+        kernel.slot = kir.KVar(np.int64)
+    return kernel.slot
 
 
 def _launch_known(exprs, known):

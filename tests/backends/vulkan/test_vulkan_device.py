@@ -358,16 +358,21 @@ def test_a_kernel_with_more_arrays_than_the_device_binds_is_refused(masked):
                  x ** np.array([1, 2, 3, 4]), rtol=1e-12)
 
 
-def test_buffers_live_until_the_submissions_using_them_finish():
-    be = VulkanBackend(vkdevice.Device())
-    x = be.upload(np.arange(1 << 16, dtype=np.float64), np.float64)
-    out = be.empty((1 << 16,), np.float64)
+def _doubling_kernel():
+    """out[tid] = in[tid] + in[tid], float64."""
     tid, v, w = kir.KVar(np.int64), kir.KVar(np.float64), kir.KVar(np.float64)
     kernel = kir.Kernel("double", tid, [kir.Load(v, 0, tid), kir.Assign(w, "add", (v, v)),
                                         kir.Store(1, tid, w)])
     f64 = np.dtype(np.float64)
     kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
-    artifact = be.compile(kernel)
+    return kernel
+
+
+def test_buffers_live_until_the_submissions_using_them_finish():
+    be = VulkanBackend(vkdevice.Device())
+    x = be.upload(np.arange(1 << 16, dtype=np.float64), np.float64)
+    out = be.empty((1 << 16,), np.float64)
+    artifact = be.compile(_doubling_kernel())
     be.launch(artifact, 1 << 16, [x, out])
     probe = weakref.ref(x.buffer)
     del x
@@ -388,12 +393,8 @@ def test_heavy_launches_and_copies_are_submitted_at_once(masked, mask, monkeypat
     monkeypatch.setattr(vkdevice, "_HEAVY_THREADS", 1 << 12)
     monkeypatch.setattr(vkdevice, "_HEAVY_BYTES", 1 << 14)
     be = masked(mask)
-    tid, v, w = kir.KVar(np.int64), kir.KVar(np.float64), kir.KVar(np.float64)
-    kernel = kir.Kernel("double", tid, [kir.Load(v, 0, tid), kir.Assign(w, "add", (v, v)),
-                                        kir.Store(1, tid, w)])
+    artifact = be.compile(_doubling_kernel())
     f64 = np.dtype(np.float64)
-    kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
-    artifact = be.compile(kernel)
     for n, heavy in ((1 << 10, False), (1 << 12, True)):
         be.synchronize()
         x = np.arange(n, dtype=np.float64)

@@ -80,9 +80,9 @@ class Renderer:
         return f"{t}* buf{i}"
 
     def _thread_start(self):
-        k = self.kernel
-        tid = self.name(k.slot if k.stacks_by_slot else k.tid)
-        lanes = self.kernel.tape_lanes
+        kernel = self.kernel
+        tid = self.name(kernel.slot if kernel.stacks_by_slot else kernel.tid)
+        lanes = kernel.tape_lanes
         for k, spec in enumerate(self.kernel.stacks):
             self.emit(f"const long long cap{k} = buf{spec.cap}[{tid}];")
             self.emit(f"const long long lane{k} = buf{spec.start}[{tid}] % {lanes}LL;")

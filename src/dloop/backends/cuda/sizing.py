@@ -8,8 +8,7 @@ the order), take the warp's maximum with shuffles, and lane 0 writes the group's
 (32 x that maximum). An inclusive scan of the groups' slots gives each group's end; the
 second kernel writes each element's start (its group's first slot plus its lane) and its
 raised capacity, at the element's index (or at the slot, for kernels that read them there).
-The total, the last end, is the one value read
-back: the heap is sized from it."""
+The total, the last end, is the one value read back: the heap is sized from it."""
 
 import threading
 
