@@ -116,7 +116,7 @@ def tape_slots(backend, *caps):
         return [int(c.sum()) for c in caps]
     xp = be.xp if be.caps.sizes_on_device else np
     work = sum(caps)
-    order = be.to_numpy(work_order(xp.asarray(work), xp)) \
+    order = be.to_numpy(work_order(xp.asarray(work), be)) \
         if sorting_pays(work, be.caps) else np.arange(work.size)
     out = []
     for c in caps:

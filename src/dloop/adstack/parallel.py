@@ -61,10 +61,38 @@ def run(fn, chunks):
     return [first] + [f.result() for f in futures]
 
 
-def order_by_key(values, xp):
-    """A permutation of range(values.size) that sorts the values stably, on a device (its
-    array library's radix sort)."""
-    return xp.argsort(values, kind="stable").astype(np.int64, copy=False)
+# A device's order (Backend.order_by_work): elements stay within tiles of at least
+# ORDER_TILE consecutive elements (512 KiB of float64 values) inside each of 2**ORDER_CLASS_BITS
+# classes of work, longest class first.
+ORDER_TILE = 1 << 16
+ORDER_CLASS_BITS = 2
+
+
+def order_by_tiles(work, xp):
+    """On a device (xp: its array library): a stable sort by a 16-bit key, from the most
+    significant bits: the class of the element's work (the top ORDER_CLASS_BITS of the
+    8-bit key 255 - work shifted down to 8 bits, as on the host), its tile of ORDER_TILE or
+    more consecutive elements (at most 256 tiles), the rest of the 8-bit key.
+
+    Lockstep groups stay as even as a global sort makes them (the key's bits are all
+    there, only reordered), but the threads that run one tile's elements of a class touch
+    that tile's span of each array, whose cache lines they share, where a global sort sent
+    each thread of a warp to a different line; the classes keep the longest work first,
+    so a long tile at the end of a launch does not run alone after the rest finished.
+    Measured on an H100, W1's gradient, medians, alternated in one process: at 10^7 uniform
+    elements 10.55 ms with a stable sort of the 64-bit work, 8.57 with tiles alone, 8.85 with
+    tiles and classes, 9.93 with the 8-bit key alone; at 10^6 skewed (1% long), 1.88, 2.01,
+    1.88 (the tail that classes remove) and 1.97 ms. The array-namespace definition of what
+    backends fuse into their own code."""
+    n = work.size
+    longest = int(work.max()) if n else 0
+    shift = max(0, longest.bit_length() - 8)
+    tile = max(ORDER_TILE, -(-n // 256))
+    k = 255 - (xp.maximum(work, 0) >> shift)
+    fine = 8 - ORDER_CLASS_BITS
+    key = ((k >> fine) << (8 + fine)) | ((xp.arange(n, dtype=np.int64) // tile) << fine) | \
+        (k & ((1 << fine) - 1))
+    return xp.argsort(key.astype(np.uint16), kind="stable").astype(np.int64, copy=False)
 
 
 def order_by_work(work, shift):

@@ -132,6 +132,10 @@ class Backend:
     # code: interleave(cap, order, by_slot) -> (start, raised, total), as adstack/layout.py
     # would (per element, or per slot with by_slot).
     interleave = None
+    # Backends that size on the device order the elements there: order_by_work(work) -> a
+    # permutation (int64 device array) running the elements by decreasing work, as
+    # runtime/execute.work_order describes.
+    order_by_work = None
     # Backends that size on the host may compute compact slice starts on their device:
     # compact_starts(cap, upload) -> (starts there, total), or None to leave it to the host.
     compact_starts = None

@@ -230,7 +230,7 @@ class Execution:
         total = arrays[0] if len(arrays) == 1 else sum(arrays)
         if not sorting_pays(total, self.backend.caps):
             return None
-        return work_order(total, self._sizing_xp())
+        return work_order(total, self.backend)
 
     def _capacities(self, plan, env, n):
         caps, to_count = {}, False
@@ -394,17 +394,17 @@ def sorting_pays(work, caps):
     return idle >= caps.sort_cost * count
 
 
-def work_order(work, xp=np):
+def work_order(work, backend=None):
     """Indices of `work` from largest to smallest, by a stable sort of an 8-bit key (a
     counting sort, one linear pass); equal keys keep their order. Above 255 the work is
     shifted down to 8 bits, which orders it to within 1/128 of its maximum: enough to let
     threads that run in lockstep end their loops together. On the host, large arrays are
-    sorted in one part per thread (adstack/parallel.py). A device sorts the work itself (a
-    radix sort there costs little more than the key's): interleaved tapes
-    (caps.tape_lanes) are padded to each lockstep group's longest, which an exact order
-    keeps small."""
-    if xp is not np:
-        return parallel.order_by_key(-work, xp)
+    sorted in one part per thread (adstack/parallel.py). A backend that sizes on the device
+    sorts there by the same key, within tiles of consecutive elements inside a few classes
+    of work (parallel.order_by_tiles, or the backend's fused order_by_work)."""
+    if backend is not None and backend.caps.sizes_on_device:
+        fused = backend.order_by_work
+        return fused(work) if fused is not None else parallel.order_by_tiles(work, backend.xp)
     shift = max(0, (int(work.max()) if work.size else 0).bit_length() - 8)
     return parallel.order_by_work(work, shift)
 

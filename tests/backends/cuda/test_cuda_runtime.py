@@ -209,6 +209,36 @@ def test_kernels_with_sin_and_cos_of_one_value_use_sincos():
     np.testing.assert_allclose(cp.asnumpy(g), dv, rtol=1e-12)
 
 
+@pytest.mark.parametrize("n, tile, longest", [(0, None, 9), (1, None, 9), (70_001, None, 0),
+                                              (300_000, None, 5000), (70_001, 64, 2 ** 40),
+                                              (5_000, 16, 255), (5_000, 16, 256)])
+def test_the_order_sorts_each_tile_by_decreasing_work(n, tile, longest, monkeypatch):
+    """backends/cuda/sizing.tile_order, and the array-namespace version on CuPy, against
+    their definition in NumPy: a stable sort by a key of 16 bits, from the most significant:
+    the top ORDER_CLASS_BITS bits of 255 - the work shifted down to 8 bits (longest first),
+    the tile of consecutive elements (at least parallel.ORDER_TILE of them, at most 256
+    tiles), the rest of that 8-bit key. Negative work counts as none."""
+    from dloop.adstack import parallel
+    from dloop.backends.cuda import sizing
+    if tile is not None:
+        monkeypatch.setattr(parallel, "ORDER_TILE", tile)
+    rng = np.random.default_rng(n)
+    work = rng.integers(-3, longest + 1, n)
+    if n:
+        work[rng.integers(0, n)] = longest
+    order = cp.asnumpy(sizing.tile_order(cp.asarray(work)))
+    size = max(parallel.ORDER_TILE, -(-n // 256))
+    shift = max(0, longest.bit_length() - 8)
+    k = 255 - (np.maximum(work, 0) >> shift)
+    fine = 8 - parallel.ORDER_CLASS_BITS
+    key = (k >> fine) * 2 ** (8 + fine) + (np.arange(n) // size) * 2 ** fine + k % 2 ** fine
+    assert key.min(initial=0) >= 0 and key.max(initial=0) < 2 ** 16
+    want = np.argsort(key, kind="stable")
+    np.testing.assert_array_equal(order, want)
+    np.testing.assert_array_equal(cp.asnumpy(parallel.order_by_tiles(cp.asarray(work), cp)),
+                                  want)
+
+
 @pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 1000, 70_001])
 @pytest.mark.parametrize("ordered", [False, True])
 @pytest.mark.parametrize("by_slot", [False, True])

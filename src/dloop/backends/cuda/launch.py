@@ -28,6 +28,7 @@ class CudaBackend(Backend):
     xp = cupy
     stream_ordered = True
     interleave = staticmethod(sizing.interleaved)
+    order_by_work = staticmethod(sizing.tile_order)
 
     def __init__(self):
         super().__init__()

@@ -8,12 +8,19 @@ the order), take the warp's maximum with shuffles, and lane 0 writes the group's
 (32 x that maximum). An inclusive scan of the groups' slots gives each group's end; the
 second kernel writes each element's start (its group's first slot plus its lane) and its
 raised capacity, at the element's index (or at the slot, for kernels that read them there).
-The total, the last end, is the one value read back: the heap is sized from it."""
+The total, the last end, is the one value read back: the heap is sized from it.
+
+The order the threads run the elements in (adstack/parallel.order_by_tiles: tiles within
+classes of work) is one kernel computing 16-bit keys, the largest work read on the device,
+and CuPy's stable sort of them: a stable sort of the 64-bit work, as before, took 1.3 ms at
+10^7 elements on an H100, and kernels that read and wrote through its order were slower."""
 
 import threading
 
 import cupy
 import numpy as np
+
+from ...adstack import parallel
 
 LANES = 32
 _BLOCK = 256                 # a multiple of LANES: groups never straddle blocks
@@ -35,6 +42,18 @@ extern "C" __global__ void dloop_place(const long long* order, int ordered, long
   const long long g = t >> 5, e = ordered ? order[t] : t;   // ordered = 0: at the slot
   start[e] = ends[g] - slots[g] + (t & 31);
   raised[e] = slots[g] >> 5;
+}
+
+extern "C" __global__ void dloop_tile_key(const long long* work, const long long* longest,
+                                          long long n, long long tile, int fine,
+                                          unsigned short* key) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const long long most = *longest;
+  const int shift = most > 255 ? 56 - __clzll(most) : 0;    // bit length - 8
+  const int k = 255 - (int)(work[t] > 0 ? work[t] >> shift : 0);
+  key[t] = (unsigned short)(((k >> fine) << (8 + fine)) | ((t / tile) << fine)
+                            | (k & ((1 << fine) - 1)));
 }
 """
 
@@ -71,3 +90,18 @@ def interleaved(cap, order, by_slot=False):
     _function("dloop_place")(grid, (_BLOCK,), (indices, np.int32(ordered and not by_slot),
                                                np.int64(n), ends, slots, start, raised))
     return start, raised, int(ends[-1])
+
+
+def tile_order(work):
+    """parallel.order_by_tiles of `work` (a CuPy array), without reading the largest work
+    back to the host."""
+    n = work.size
+    if not n:
+        return cupy.empty(0, np.int64)
+    work = cupy.ascontiguousarray(work, np.int64)
+    key = cupy.empty(n, np.uint16)
+    tile = max(parallel.ORDER_TILE, -(-n // 256))
+    _function("dloop_tile_key")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                                (work, work.max(), np.int64(n), np.int64(tile),
+                                 np.int32(8 - parallel.ORDER_CLASS_BITS), key))
+    return cupy.argsort(key, kind="stable").astype(np.int64, copy=False)
