@@ -13,10 +13,8 @@ Reverse, the kernels read the carries in the tape and the invariant cotangents a
 into their accumulators. The index of a fori loop is read from a device array of the
 chunk's indices, not written at every step. Nothing waits for the device: runtime/steps.py
 reads the fault flags after each chunk of steps. Kernels are launched through the driver
-API with a parameter block made once per call and rewritten in place at each step: CuPy's
+API with parameter blocks made for all the steps of a call at once (_Parameters): CuPy's
 own launch converts every argument at every call, several microseconds a launch."""
-
-import ctypes
 
 import cupy
 import numpy as np
@@ -47,73 +45,92 @@ class StepDriver:
         faults = n_slots + n_carry + n_acc
         trips = address[-1]
         stream = cupy.cuda.get_current_stream().ptr
-        nbytes = [plan.nbytes[s] for s in self.carries]
         indices = None
         if self.n_index:
-            slot = plan.inputs[0]
-            dtype = plan.slots[slot].aval.dtype
+            dtype = plan.slots[plan.inputs[0]].aval.dtype
             indices = cupy.arange(index_base + first, index_base + last, dtype=dtype)
-            index_at, index_size = indices.data.ptr, dtype.itemsize
         accumulate = []
         if mode == "reverse":
             grads = plan.outputs[len(self.bars):]
             accumulate = [(_view(address[n_slots + n_carry + k], plan.slots[s].aval),
                            _view(address[s], plan.slots[s].aval)) for k, s in enumerate(grads)]
-        steps = range(last - 1, first - 1, -1) if mode == "reverse" else range(first, last)
+        steps = np.arange(last - 1, first - 1, -1) if mode == "reverse" else \
+            np.arange(first, last)
         if mode == "forward_taped" and first == 0:
             for k, s in enumerate(self.carries):
-                _copy(address[n_slots + k], address[s], nbytes[k], stream)
-        direct, pairs = self.direct, self.pairs
+                _copy(address[n_slots + k], address[s], plan.nbytes[s], stream)
+        at = self._addresses(steps, address, indices, first, trips)
+        blocks = [_Parameters(function, n, grid, refs, address[faults + k], at, address,
+                              steps.size)
+                  for k, (function, n, grid, refs) in enumerate(self.launches)]
         launch = cupy.cuda.driver.launchKernel
-        kernels = [_Parameters(function, n, grid, refs, address[faults + k])
-                   for k, (function, n, grid, refs) in enumerate(self.launches)]
-        for t in steps:
-            at = {} if mode == "forward" else \
-                {s: address[n_slots + k] + t * nbytes[k] for k, s in enumerate(self.carries)}
-            if indices is not None:
-                at[plan.inputs[0]] = index_at + (t - first) * index_size
-            # Steps done before this one: their parity says which buffer holds the carry.
-            swapped = direct and mode != "forward_taped" and \
-                (trips - 1 - t if mode == "reverse" else t) % 2 == 1
-            if swapped:
-                for s_in, s_out in pairs:
-                    at[s_in], at[s_out] = address[s_out], address[s_in]
-            elif direct and mode == "forward_taped":
-                for k, (s_in, s_out) in enumerate(pairs):
-                    at[s_out] = address[s_in] if t + 1 == trips else \
-                        address[n_slots + k] + (t + 1) * nbytes[k]
-            for p in kernels:
-                values = p.values
-                for i, r in p.slots:
-                    values[i] = at.get(r, address[r])
-                launch(p.function, p.grid, 1, 1, BLOCK, 1, 1, 0, stream, p.pointers, 0)
+        direct, pairs = self.direct, self.pairs
+        for j, t in enumerate(steps.tolist()):
+            for p in blocks:
+                launch(p.function, p.grid, 1, 1, BLOCK, 1, 1, 0, stream,
+                       p.pointers + j * p.stride, 0)
             for acc, g in accumulate:
                 cupy.add(acc, g, out=acc)
             last_step = t == (0 if mode == "reverse" else trips - 1)
             if not direct:
                 for k, (s_in, s_out) in enumerate(pairs):
-                    to = address[n_slots + k] + (t + 1) * nbytes[k] \
+                    to = address[n_slots + k] + (t + 1) * plan.nbytes[s_in] \
                         if mode == "forward_taped" and not last_step else address[s_in]
                     _copy(to, address[s_out], plan.nbytes[s_in], stream)
-            elif mode != "forward_taped" and last_step and not swapped:
+            elif mode != "forward_taped" and last_step and not self._swapped(t, trips):
                 for s_in, s_out in pairs:       # the result is in the written buffer
                     _copy(address[s_in], address[s_out], plan.nbytes[s_in], stream)
 
+    def _swapped(self, t, trips):
+        """Whether step t reads the carries from the written buffers: the steps before it
+        (their parity) swapped them back and forth."""
+        return self.direct and self.mode != "forward_taped" and \
+            (trips - 1 - t if self.mode == "reverse" else t) % 2 == 1
+
+    def _addresses(self, steps, address, indices, first, trips):
+        """{slot: address per step} (int64 arrays over `steps`, in launch order) for the
+        slots whose address changes from step to step; the rest stay at address[slot].
+        Taped, step t's carries are row t of the tape; the fori index is the chunk's
+        index array at t; direct carries alternate between the read and the written
+        buffer (or, taped, write the next row, the carry slot at the last step)."""
+        plan, mode, n_slots = self.plan, self.mode, len(self.plan.slots)
+        at = {}
+        if mode != "forward":
+            for k, s in enumerate(self.carries):
+                at[s] = address[n_slots + k] + steps * plan.nbytes[s]
+        if indices is not None:
+            at[plan.inputs[0]] = indices.data.ptr + (steps - first) * indices.itemsize
+        if self.direct and mode != "forward_taped":
+            odd = (trips - 1 - steps if mode == "reverse" else steps) % 2 == 1
+            for s_in, s_out in self.pairs:
+                at[s_in], at[s_out] = (np.where(odd, address[s_out], at.get(s_in, address[s_in])),
+                                       np.where(odd, address[s_in],
+                                                at.get(s_out, address[s_out])))
+        elif self.direct:
+            for k, (s_in, s_out) in enumerate(self.pairs):
+                at[s_out] = np.where(steps + 1 == trips, address[s_in],
+                                     address[n_slots + k] + (steps + 1) * plan.nbytes[s_in])
+        return at
+
 
 class _Parameters:
-    """One kernel's launch: its arguments (the thread count, then one address per buffer,
-    all 8 bytes) in a block the steps rewrite, and the array of pointers to them that
-    cuLaunchKernel reads."""
+    """One kernel's launches, one per step: each step's arguments (the thread count, then
+    one address per buffer, all 8 bytes) as a row of one array, and each row's array of
+    pointers to them, which cuLaunchKernel reads (and copies) at the launch. Made for all
+    the steps of a call at once with NumPy: worked out step by step in Python, the
+    addresses took as long as the GPU took to run W3's steps (8 us a step on an H100)."""
 
-    def __init__(self, function, n, grid, refs, faults):
+    def __init__(self, function, n, grid, refs, faults, at, address, n_steps):
         self.function, self.grid = function.ptr, grid
-        self.values = (ctypes.c_uint64 * (1 + len(refs)))(int(n), *[
-            faults if r is None else 0 for r in refs])
-        base = ctypes.addressof(self.values)
-        self._pointers = (ctypes.c_void_p * (1 + len(refs)))(
-            *[base + 8 * i for i in range(1 + len(refs))])
-        self.pointers = ctypes.addressof(self._pointers)
-        self.slots = [(i, r) for i, r in enumerate(refs, 1) if r is not None]
+        width = 1 + len(refs)
+        self.values = np.empty((n_steps, width), np.int64)
+        self.values[:, 0] = int(n)
+        for i, r in enumerate(refs, 1):
+            self.values[:, i] = faults if r is None else at.get(r, address[r])
+        base = self.values.ctypes.data
+        self._pointers = base + 8 * np.arange(n_steps * width, dtype=np.int64)
+        self.pointers = self._pointers.ctypes.data
+        self.stride = 8 * width
 
 
 def _copy(dst, src, nbytes, stream):
