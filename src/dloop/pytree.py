@@ -7,7 +7,6 @@ import dataclasses
 import optree
 
 NAMESPACE = "dloop"
-_KIND_NAMES = {kind: kind.name.lower() for kind in optree.PyTreeKind}
 _registered = set()
 
 
@@ -18,7 +17,8 @@ class TreeDef:
     def __init__(self, spec):
         self.spec = spec
 
-    kind = property(lambda self: _KIND_NAMES[self.spec.kind])
+    # PyTreeKind is a pybind11 enum, not iterable in optree 0.13 to 0.16 (pyproject allows 0.13).
+    kind = property(lambda self: self.spec.kind.name.lower())
     meta = property(lambda self: self.spec.type)
     num_leaves = property(lambda self: self.spec.num_leaves)
     children = property(lambda self: tuple(TreeDef(c) for c in self.spec.children()))
