@@ -1,6 +1,5 @@
 """Capture of the user's file:line, so any later error can name the line that caused it."""
 
-import functools
 import os
 import sys
 
@@ -9,7 +8,6 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 _THIRD_PARTY_INTERNAL = (os.sep + "numpy" + os.sep, os.sep + "array_api_compat" + os.sep)
 
 
-@functools.lru_cache(maxsize=4096)       # called for every frame of every traced op
 def _is_internal(path):
     if path.startswith(_PACKAGE_DIR) or path.startswith("<frozen"):
         return True
@@ -18,12 +16,20 @@ def _is_internal(path):
     return path.startswith(_STDLIB_DIR) and "site-packages" not in path
 
 
+_KNOWN = {}      # path -> _is_internal(path), for the paths seen (a dict: cheaper to ask)
+
+
 def user_location():
     """'file:line' of the innermost frame outside dloop, NumPy, array-api-compat and the stdlib."""
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not _is_internal(path):
+        internal = _KNOWN.get(path)
+        if internal is None:
+            if len(_KNOWN) > 4096:
+                _KNOWN.clear()
+            internal = _KNOWN[path] = _is_internal(path)
+        if not internal:
             return f"{path}:{frame.f_lineno}"
         frame = frame.f_back
     return None

@@ -58,14 +58,26 @@ class Var:
         return f"%{self.id}"
 
 
+_SCALAR_AVALS = {}
+
+
+def scalar_aval(dtype, is_tape=False):
+    """The Aval of a 0-d value, one per dtype: literals and the values of scalarized loop
+    bodies need one per operation traced, and a frozen dataclass costs a microsecond."""
+    aval = _SCALAR_AVALS.get((dtype, is_tape))
+    if aval is None:
+        aval = _SCALAR_AVALS[dtype, is_tape] = Aval((), np.dtype(dtype), is_tape)
+    return aval
+
+
 class Lit:
     """A Python scalar constant with a fixed dtype."""
     __slots__ = ("value", "aval")
 
     def __init__(self, value, dtype):
-        dtype = np.dtype(dtype)
-        self.value = dtype.type(value).item()
-        self.aval = Aval((), dtype)
+        aval = scalar_aval(dtype)
+        self.value = aval.dtype.type(value).item()
+        self.aval = aval
 
     def __repr__(self):
         return repr(self.value)

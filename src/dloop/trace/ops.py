@@ -75,12 +75,17 @@ def _value(x):
 
 
 def _apply(name, args, **params):
-    if is_traced(*args):
-        values = [_value(a) for a in args]
-        if builtins.all(v is not None for v in values):
-            return _constant(evaluate(name, [np.asarray(v) for v in values], params))
-        return bind1(P[name], list(args), params)
-    return evaluate(name, [np.asarray(a) for a in args], params)
+    traced, constant = False, True
+    for a in args:
+        if isinstance(a, Tracer):
+            traced = True
+            # One operand computed from the arguments decides it: no folding.
+            constant = constant and a.constant_value() is not None
+    if not traced:
+        return evaluate(name, [np.asarray(a) for a in args], params)
+    if constant:
+        return _constant(evaluate(name, [np.asarray(_value(a)) for a in args], params))
+    return bind1(P[name], list(args), params)
 
 
 def _floating(dtype):
@@ -254,10 +259,11 @@ def astype(x, dtype, copy=True):
 def broadcast_to(x, shape):
     x = _check_operand(x)
     shape = tuple(int(d) for d in shape)
+    have = x.shape if isinstance(x, Tracer) else np.shape(x)     # no __array_function__
     try:
-        np.broadcast_shapes(np.shape(x), shape)
+        np.broadcast_shapes(have, shape)
     except ValueError:
-        raise DloopValueError(f"cannot broadcast shape {np.shape(x)} to {shape}",
+        raise DloopValueError(f"cannot broadcast shape {have} to {shape}",
                               user_location()) from None
     if not isinstance(x, Tracer):
         return np.broadcast_to(x, shape)
@@ -267,7 +273,7 @@ def broadcast_to(x, shape):
 # ---- reductions (outside loops: how a loss is formed) ----
 
 def _axes(x, axis):
-    nd = np.ndim(x)
+    nd = x.ndim if isinstance(x, Tracer) else np.ndim(x)
     if axis is None:
         return tuple(range(nd))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)

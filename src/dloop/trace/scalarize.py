@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopValueError
 from ..ir import prims
-from ..ir.graph import Aval, Graph, Lit, Op, Var
+from ..ir.graph import Graph, Lit, Op, Var, scalar_aval
 
 
 def _fits(shape, element_shape):
@@ -72,7 +72,7 @@ def scalarize(graph, n_fixed, captured, slots, element_shape):
     for v in graph.inputs[:n_fixed]:
         if not _fits(v.aval.shape, element_shape):
             raise MixingError(f"a loop input of shape {v.aval.shape}", None)
-        env[v] = Var(Aval((), v.aval.dtype))
+        env[v] = Var(scalar_aval(v.aval.dtype))
         inputs.append(env[v])
     tables = {}
     for parent, mode in slots:
@@ -84,7 +84,7 @@ def scalarize(graph, n_fixed, captured, slots, element_shape):
         else:
             if not _fits(parent.aval.shape, element_shape):
                 raise MixingError(f"a loop-invariant array of shape {parent.aval.shape}", None)
-            new = Var(Aval((), parent.aval.dtype))
+            new = Var(scalar_aval(parent.aval.dtype))
             if inner is not None:
                 env[inner] = new
         inputs.append(new)
@@ -135,7 +135,7 @@ def _scalar_op(op, env, tables, element_shape, ops):
     else:
         inputs = [_read(env, x, op.src) for x in op.inputs]
         params = op.params
-    outs = [Var(Aval((), v.aval.dtype, v.aval.is_tape)) for v in op.outputs]
+    outs = [Var(scalar_aval(v.aval.dtype, v.aval.is_tape)) for v in op.outputs]
     env.update(zip(op.outputs, outs))
     ops.append(Op(prim, inputs, outs, params, op.src))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
-from ..ir.prims import out_avals
+from ..ir.prims import out_avals, same_eval
 from ..source import user_location
 from .scalarize import complex_error
 
@@ -73,10 +73,10 @@ class Builder:
         """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
         if isinstance(x, Tracer):
             return self._lift_var(x.node, x.builder)
+        if isinstance(x, np.generic):        # before Python's types: np.float64 is a float
+            return Lit(x, x.dtype)
         if isinstance(x, (bool, int, float, complex)):
             return Lit(x, np.result_type(x))
-        if isinstance(x, np.generic):
-            return Lit(x.item(), x.dtype)
         return self._lift_var(self._root().const_var(np.asarray(x)), self._root())
 
     def _root(self):
@@ -127,9 +127,13 @@ class Builder:
         return set(self.captures)
 
     def emit(self, prim, inputs, params, src):
-        outs = [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
-        for v in (*inputs, *outs):
-            self._real_only(v.aval, src)
+        aval = _elementwise_aval(prim, inputs)
+        outs = [Var(aval)] if aval is not None else \
+            [Var(a) for a in out_avals(prim, [i.aval for i in inputs], params)]
+        if self.per_element:
+            for v in (*inputs, *outs):
+                if v.aval.dtype.kind == "c":
+                    self._real_only(v.aval, src)
         self.ops.append(Op(prim, list(inputs), outs, dict(params), src))
         return outs
 
@@ -137,6 +141,29 @@ class Builder:
         """The traced graph: declared inputs first, then captured values, in capture order."""
         outs = [self.lift(o) for o in outputs]
         return Graph(self.inputs + list(self.captures.values()), outs, self.ops)
+
+
+def _elementwise_aval(prim, inputs):
+    """The result's Aval of an elementwise op whose operands are of one dtype and one shape
+    (or 0-d): that operand's own Aval, shared (avals are immutable), without the general
+    abstract evaluation, a third of the time tracing an op took. None where the general
+    rule is needed (broadcasting, tapes)."""
+    if prim.abstract_eval is not same_eval or not inputs:
+        return None
+    found = inputs[-1].aval
+    for x in inputs:
+        aval = x.aval
+        if aval is found:
+            continue
+        if aval.dtype != found.dtype or aval.is_tape:
+            return None
+        if not aval.shape:
+            continue                    # a 0-d operand broadcasts
+        if not found.shape:
+            found = aval
+        elif aval.shape != found.shape:
+            return None
+    return None if found.is_tape else found
 
 
 def current_builder():
@@ -225,6 +252,9 @@ class Tracer:
         None for one computed from the function's arguments."""
         if isinstance(self.node, Lit):
             return np.asarray(self.node.value, self.node.aval.dtype)
+        if self.builder.parent is None:          # the usual case, a value of the top level
+            value = self.builder.consts.get(self.node)
+            return value if isinstance(value, np.ndarray) else None
         root = self.builder._root()
         b, var = self.builder.owner_of(self.node)
         value = root.consts.get(var) if b is root else None
