@@ -19,6 +19,8 @@ from .native import scan_into
 
 MIN_CHUNK = 1 << 16          # below this many elements per thread, threads cost more than they save
 
+# os.cpu_count() reads /sys at every call (8 us here), and sizing asks at every launch.
+_CORES = os.cpu_count() or 1
 _lock = threading.Lock()
 _pool = [None, 0]            # (executor, workers)
 
@@ -36,7 +38,7 @@ def parts(n, xp=np, min_chunk=MIN_CHUNK):
     """[(lo, hi)] splitting range(n) into one chunk per thread, or a single chunk."""
     if xp is not np:
         return [(0, n)]
-    workers = config.num_threads or os.cpu_count() or 1
+    workers = config.num_threads or _CORES
     k = max(1, min(workers, n // min_chunk))
     edges = [n * c // k for c in range(k + 1)]
     return list(zip(edges[:-1], edges[1:]))
@@ -112,7 +114,7 @@ def copy(dst, src, part_bytes=2 << 20, most=4):
     `part_bytes` on up to `most` threads. One thread copies about 6 GB/s into or out of a
     GPU's host-visible memory on the GPU machine; 16 MB took 2.5 ms on one thread, 0.74 ms on
     4, 0.73 on 8 and 1.1 on 16 (more threads only add hand-offs)."""
-    workers = config.num_threads or os.cpu_count() or 1
+    workers = config.num_threads or _CORES
     k = max(1, min(most, workers, src.nbytes // part_bytes))
     if k == 1:
         dst[...] = src
