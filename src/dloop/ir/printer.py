@@ -57,13 +57,15 @@ def _canonical_name(x, consts, names, order):
 
 
 def _canonical(graph, consts, names, order, lines, pad):
-    lines.append(pad + "in " + " ".join(_canonical_name(v, consts, names, order) + f":{v.aval}"
-                                        for v in graph.inputs))
+    # List comprehensions and a local name: this runs at every call, ~1 us per op.
+    name = _canonical_name
+    lines.append(pad + "in " + " ".join([name(v, consts, names, order) + f":{v.aval}"
+                                         for v in graph.inputs]))
     for op in graph.ops:
-        ins = " ".join(_canonical_name(x, consts, names, order) for x in op.inputs)
-        outs = " ".join(_canonical_name(o, consts, names, order) + f":{o.aval}"
-                        for o in op.outputs)
-        params = {k: v for k, v in op.params.items() if k not in _GRAPH_PARAMS}
+        ins = " ".join([name(x, consts, names, order) for x in op.inputs])
+        outs = " ".join([name(o, consts, names, order) + f":{o.aval}" for o in op.outputs])
+        params = {k: v for k, v in op.params.items() if k not in _GRAPH_PARAMS} \
+            if op.params else {}
         lines.append(f"{pad}{outs} = {op.prim.name}{params} {ins} @{op.src}")
         info = op.params.get("info")
         if info is not None:
@@ -73,5 +75,5 @@ def _canonical(graph, consts, names, order, lines, pad):
                          f"@{info.src}")
             for _, sub in op.subgraphs():
                 _canonical(sub, consts, names, order, lines, pad + "    ")
-    lines.append(pad + "out " + " ".join(_canonical_name(x, consts, names, order)
-                                         for x in graph.outputs))
+    lines.append(pad + "out " + " ".join([name(x, consts, names, order)
+                                          for x in graph.outputs]))
