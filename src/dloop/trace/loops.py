@@ -46,7 +46,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     _check_arity(body_fun, "body_fun", "fori_loop calls body_fun(i, carry)", 2, src)
     index_dtype = np.dtype(ops.result_dtype(lo, hi))
     lo, hi = ops.convert(lo, index_dtype), ops.convert(hi, index_dtype)
-    bound_shape = _broadcast([_shape(lo), _shape(hi)], "the lower and upper bounds", src)
+    bound_shape = _broadcast([ops.shape_of(lo), ops.shape_of(hi)], "the lower and upper bounds",
+                             src)
     shape = _element_shape(bound_shape, leaves, treedef, src)     # None: a collective loop
     with Builder(current_builder(), per_element=bool(bound_shape)) as child:
         i = Tracer(child, child.new_input(Aval(bound_shape, index_dtype)))
@@ -92,7 +93,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
         carries = [Tracer(cond_b, cond_b.new_input(_aval(x))) for x in leaves]
         pred = _check_pred(cond_fun(pytree.unflatten(treedef, carries)), src)
         cond = cond_b.finish([pred])
-    cond_shape = _shape(pred)
+    cond_shape = ops.shape_of(pred)
     shape = _element_shape(cond_shape, leaves, treedef, src)
     with Builder(parent, per_element=bool(cond_shape)) as body_b:
         carries = [Tracer(body_b, body_b.new_input(_aval(x))) for x in leaves]
@@ -116,7 +117,7 @@ def _truncated_while(cond_fun, body_fun, init_val, max_steps, src):
     leaves, treedef = _carry_leaves(init_val, src)
     with Builder(current_builder()) as probe:
         carries = [Tracer(probe, probe.new_input(_aval(x))) for x in leaves]
-        shape = _shape(_check_pred(cond_fun(pytree.unflatten(treedef, carries)), src))
+        shape = ops.shape_of(_check_pred(cond_fun(pytree.unflatten(treedef, carries)), src))
 
     def cond(state):
         return _check_pred(cond_fun(state[0]), src) & (state[1] < limit)
@@ -199,7 +200,7 @@ def _emit_loop(bounds, leaves, treedef, traced, info_args, per_element):
     invariants = [Tracer(builder, p) for p, _ in slots]
     outs = bind(prims.loop_p, list(bounds) + carries + invariants, {"info": info}, src=src,
                 builder=builder)
-    outs = [_unreplicate(o, _shape(x)) for o, x in zip(outs, leaves)]
+    outs = [_unreplicate(o, ops.shape_of(x)) for o, x in zip(outs, leaves)]
     return pytree.unflatten(treedef, outs)
 
 
@@ -265,14 +266,8 @@ def _unreplicate(out, shape):
     return ops.reshape(indexing.getitem(out, key), shape)
 
 
-def _shape(x):
-    """np.shape(x), without NumPy's dispatch to a tracer's __array_function__ (a dozen
-    times per loop traced)."""
-    return x.shape if isinstance(x, Tracer) else np.shape(x)
-
-
 def _aval(x):
-    return Aval(tuple(_shape(x)), np.dtype(ops.result_dtype(x)))
+    return Aval(tuple(ops.shape_of(x)), np.dtype(ops.result_dtype(x)))
 
 
 def _bound(b, name, src):
@@ -339,21 +334,22 @@ def _element_shape(bound_shape, leaves, treedef, src):
     None under scalar bounds when the carries do not broadcast together."""
     if bound_shape:
         for path, x in zip(pytree.leaf_paths(treedef), leaves):
-            joint = _try_broadcast(_shape(x), bound_shape)
+            have = ops.shape_of(x)
+            joint = _try_broadcast(have, bound_shape)
             if joint is None:
                 raise DloopValueError(
                     f"per-element bounds of shape {bound_shape} do not broadcast against {path} "
-                    f"of shape {_shape(x)}; give them compatible shapes or use scalar bounds",
+                    f"of shape {have}; give them compatible shapes or use scalar bounds",
                     src)
-            if joint != tuple(_shape(x)):
+            if joint != tuple(have):
                 raise DloopValueError(
-                    f"{path} has shape {_shape(x)}, smaller than the per-element bounds' shape "
+                    f"{path} has shape {have}, smaller than the per-element bounds' shape "
                     f"{bound_shape}: every element needs its own carry value; broadcast it first "
                     f"(np.broadcast_to(v, {bound_shape}))", src)
-        return _broadcast([bound_shape] + [_shape(x) for x in leaves],
+        return _broadcast([bound_shape] + [ops.shape_of(x) for x in leaves],
                           "the carry leaves and the bounds", src)
     # Scalar bounds: carries that do not broadcast together can only be a collective loop.
-    return _try_broadcast(*[_shape(x) for x in leaves]) if leaves else ()
+    return _try_broadcast(*[ops.shape_of(x) for x in leaves]) if leaves else ()
 
 
 def _try_broadcast(*shapes):

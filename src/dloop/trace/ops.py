@@ -34,6 +34,12 @@ def dtype_of(x):
     return x.dtype if isinstance(x, (Tracer, np.ndarray, np.generic)) else None
 
 
+def shape_of(x):
+    """np.shape(x), without NumPy's dispatch to a tracer's __array_function__ (a dozen
+    times per loop traced)."""
+    return x.shape if isinstance(x, Tracer) else np.shape(x)
+
+
 def result_dtype(*xs):
     """Array-API promotion; Python scalars are weak (they take the array's dtype)."""
     strong, weak = [], []
@@ -259,7 +265,7 @@ def astype(x, dtype, copy=True):
 def broadcast_to(x, shape):
     x = _check_operand(x)
     shape = tuple(int(d) for d in shape)
-    have = x.shape if isinstance(x, Tracer) else np.shape(x)     # no __array_function__
+    have = shape_of(x)
     try:
         np.broadcast_shapes(have, shape)
     except ValueError:
@@ -273,7 +279,7 @@ def broadcast_to(x, shape):
 # ---- reductions (outside loops: how a loss is formed) ----
 
 def _axes(x, axis):
-    nd = x.ndim if isinstance(x, Tracer) else np.ndim(x)
+    nd = len(shape_of(x))
     if axis is None:
         return tuple(range(nd))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
