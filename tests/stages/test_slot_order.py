@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import dloop as dl
 from dloop.backends.base import get_backend
+from dloop.kernel import kir
 from dloop.runtime import execute, program
 from helpers import assert_close
 
@@ -35,17 +36,9 @@ def _host(a):
 
 def _slot_accesses(kernel):
     """(buffer, 'load' | 'store') of every access indexed by the kernel's slot."""
-    found = []
-
-    def block(stmts):
-        for s in stmts:
-            if type(s).__name__ in ("Load", "Store") and kernel.slot is not None \
-                    and s.index is kernel.slot:
-                found.append((s.buf, type(s).__name__.lower()))
-            for body in (getattr(s, "body", None), getattr(s, "cond_body", None)):
-                block(body or [])
-    block(kernel.body)
-    return found
+    return [(s.buf, type(s).__name__.lower()) for s in kir.statements(kernel.body)
+            if isinstance(s, (kir.Load, kir.Store)) and kernel.slot is not None
+            and s.index is kernel.slot]
 
 
 def _kernels_and_orders(fn, monkeypatch, *args):

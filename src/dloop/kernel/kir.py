@@ -205,6 +205,16 @@ class FaultSpec:
     detail: dict
 
 
+def statements(stmts):
+    """Every statement of `stmts`, the bodies of loops and Ifs included, each before its
+    bodies (a While's condition block before its body)."""
+    for s in stmts:
+        yield s
+        for inner in (getattr(s, "cond_body", None), getattr(s, "body", None)):
+            if inner:
+                yield from statements(inner)
+
+
 @dataclass
 class Kernel:
     name: str

@@ -241,18 +241,12 @@ def _index_by_slot(kernel, ids):
     if not bufs:
         return
     slot = _slot(kernel)
-
-    def block(stmts):
-        for s in stmts:
-            if isinstance(s, (kir.Load, kir.Store)) and s.buf in bufs:
-                if s.index is not kernel.tid or getattr(s, "wrap", None) is not None:
-                    raise AssertionError(f"{kernel.name}: buffer {s.buf} is kept in slot "
-                                         f"order but read or written at {s.index!r}")
-                s.index = slot
-            for body in (getattr(s, "body", None), getattr(s, "cond_body", None)):
-                if body:
-                    block(body)
-    block(kernel.body)
+    for s in kir.statements(kernel.body):
+        if isinstance(s, (kir.Load, kir.Store)) and s.buf in bufs:
+            if s.index is not kernel.tid or getattr(s, "wrap", None) is not None:
+                raise AssertionError(f"{kernel.name}: buffer {s.buf} is kept in slot "
+                                     f"order but read or written at {s.index!r}")
+            s.index = slot
 
 
 def _slot(kernel):

@@ -99,15 +99,8 @@ class Renderer:
         return self.f.float64_atomic_add if dtype.itemsize == 8 else self.f.float32_atomic_add
 
     def _atomic_target(self, index):
-        def walk(stmts):
-            for s in stmts:
-                if isinstance(s, kir.AtomicAdd) and s.buf == index:
-                    return True
-                for attr in ("body", "cond_body"):
-                    if walk(getattr(s, attr, ())):
-                        return True
-            return False
-        return walk(self.k.body)
+        return any(isinstance(s, kir.AtomicAdd) and s.buf == index
+                   for s in kir.statements(self.k.body))
 
     def _buffer(self, k, dtype):
         m = self.m
