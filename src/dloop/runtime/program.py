@@ -79,8 +79,9 @@ class Executable:
 def compile_program(program, backend, timings=None):
     timings = {} if timings is None else timings
     kernels, bodies = {}, {}
-    by_slot = _kept_in_slot_order(program) if backend.caps.order_elements else set()
-    layouts_by_slot = _slot_layouts(program) if backend.caps.slot_layouts else set()
+    flow = _dataflow(program)
+    by_slot = _kept_in_slot_order(flow) if backend.caps.order_elements else set()
+    layouts_by_slot = _slot_layouts(program, flow) if backend.caps.slot_layouts else set()
     for step in program.steps:
         if isinstance(step, HostStep):
             if step.op.prim.kind == "collective":
@@ -158,14 +159,14 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
     return plan
 
 
-def _kept_in_slot_order(program):
+def _kept_in_slot_order(flow):
     """The values a kernel that orders its elements (it tapes loops) passes only to kernels
     that run the same order: those whose loops' reverse reads its tapes and that tape none of
     their own (runtime/execute.py reuses the order there). They stay in slot order, written
     and read at the thread's slot: a store to element order[t] scatters, and on an H100 W1's
     two kernels at 10^7 elements took 10.1 ms writing three arrays that way against 6.4 ms
-    writing them at the slot (6.3 for the hand-written bound)."""
-    made_by, readers, finished = _dataflow(program)
+    writing them at the slot (6.3 for the hand-written bound). flow: _dataflow's."""
+    made_by, readers, finished = flow
     kept = set()
     for var, step in made_by.items():
         if var in finished or not _tapes(step) or tuple(var.aval.shape) != tuple(step.shape):
@@ -176,13 +177,14 @@ def _kept_in_slot_order(program):
     return kept
 
 
-def _slot_layouts(program):
+def _slot_layouts(program, flow):
     """Kernel steps whose stacks read their start and capacity at the slot: a taping kernel
     that reverses no other kernel's tapes, with the kernels that reverse its tapes in its
     order, where nothing else reads them (its layouts are then only ever read in its order).
     The layout then skips its scatters to element order (caps.slot_layouts), and the kernels
-    their gathers: on the H100 at 10^7 elements, two scatters of 0.7 ms each."""
-    made_by, readers, finished = _dataflow(program)
+    their gathers: on the H100 at 10^7 elements, two scatters of 0.7 ms each. flow:
+    _dataflow's."""
+    made_by, readers, finished = flow
     chosen = set()
     for step in program.steps:
         if not isinstance(step, KernelStep) or not _tapes(step) or _reversed_tapes(step):
