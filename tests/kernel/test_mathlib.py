@@ -9,6 +9,7 @@ import pytest
 from opkernels import assert_same_bits, op_kernel, run
 
 from dloop.backends.base import available, get_backend
+from dloop.kernel import kir
 from dloop.kernel.legalize import legalize
 
 N = 10 ** 6
@@ -180,6 +181,46 @@ def test_compiled_backends_agree(op, backend):
     assert_within_bound(op, "float64", args, got, reference(op, args))
     if exact_division(be):
         assert_same_bits(got, run("interpret", kernel, args), args)
+
+
+def _trig_kernel(dtype, ops):
+    """out_k[tid] = ops[k](x[tid]) for each k: sin and cos of one loaded value."""
+    tid, x = kir.KVar(np.dtype(np.int64)), kir.KVar(np.dtype(dtype))
+    outs = [kir.KVar(np.dtype(dtype)) for _ in ops]
+    body = [kir.Load(x, 0, tid)] + [kir.Assign(o, op, (x,)) for o, op in zip(outs, ops)]
+    body += [kir.Store(1 + k, tid, o) for k, o in enumerate(outs)]
+    buffers = [kir.BufferSpec("in", np.dtype(dtype), 0)]
+    buffers += [kir.BufferSpec("out", np.dtype(dtype), 1 + k) for k in range(len(ops))]
+    return kir.Kernel("trig", tid, body, buffers)
+
+
+def _run_outs(backend, kernel, x):
+    be = get_backend(backend)
+    bufs = [be.upload(x, x.dtype)] + [be.upload(np.zeros_like(x), x.dtype)
+                                      for _ in kernel.buffers[1:]]
+    be.launch(be.compile(kernel), x.size, bufs)
+    be.synchronize()
+    return [be.to_numpy(b) for b in bufs[1:]]
+
+
+@pytest.mark.parametrize("backend", ["interpret"] + [
+    pytest.param(b, marks=pytest.mark.skipif(not available(b)[0], reason=available(b)[1]))
+    for b in ("cpu", "vulkan", "cuda")])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rounded", [True, False])
+def test_sin_and_cos_of_one_value_share_one_reduction(backend, dtype, rounded):
+    """legalize() computes sin(x) and cos(x) of one x from one argument reduction
+    (mathlib.sincos: a reverse kernel of sin needs both), each bit for bit what the
+    separate expansions give, huge arguments (the Payne-Hanek branch) included."""
+    caps = Caps(frozenset(), rounded)
+    x = inputs("sin", dtype)[0][:100_000]
+    pair = legalize(_trig_kernel(dtype, ("cos", "sin")), caps)
+    reductions = [s for s in pair.body if isinstance(s, kir.Assign) and s.op == "round"]
+    assert len(reductions) == 1
+    got = _run_outs(backend, pair, x)
+    for op, value in zip(("cos", "sin"), got):
+        alone, = _run_outs(backend, legalize(_trig_kernel(dtype, (op,)), caps), x)
+        assert_same_bits(value, alone, [x])
 
 
 if __name__ == "__main__":            # prints the figures of docs/math.md

@@ -25,7 +25,49 @@ def legalize(kernel, caps, wrapped_loads=False):
         if isinstance(s, kir.Assign):
             return _assign(s, caps)
         return _unwrapped(s) if not wrapped_loads else [s]
-    return dataclasses.replace(kernel, body=_mapped(kernel.body, rewrite))
+    return dataclasses.replace(kernel, body=_mapped(_sincos(kernel.body, caps), rewrite))
+
+
+def sincos_pairs(stmts):
+    """sin(a) and cos(a) of one value in one block, as {id(first): second, id(second): None}:
+    one argument reduction serves both (CUDA's sincos, mathlib.sincos), and a reverse
+    kernel needs both of a popped value (W1's body: sin's derivative)."""
+    seen, pairs = {}, {}
+    for s in stmts:
+        if isinstance(s, kir.Assign) and s.op in ("sin", "cos") and \
+                isinstance(s.args[0], kir.KVar):
+            other = seen.get((s.args[0], "cos" if s.op == "sin" else "sin"))
+            if other is not None and id(other) not in pairs:
+                pairs[id(other)], pairs[id(s)] = s, None
+            else:
+                seen.setdefault((s.args[0], s.op), s)
+    return pairs
+
+
+def _sincos(stmts, caps):
+    """stmts, at any depth, with each pair of sin and cos of one value that mathlib expands
+    computed where the first of the two was, from one reduction (mathlib.sincos)."""
+    pairs = sincos_pairs(stmts)
+    out = []
+    for s in stmts:
+        if isinstance(s, (kir.For, kir.If)):
+            out.append(dataclasses.replace(s, body=_sincos(s.body, caps)))
+        elif isinstance(s, kir.While):
+            out.append(dataclasses.replace(s, cond_body=_sincos(s.cond_body, caps),
+                                           body=_sincos(s.body, caps)))
+        elif id(s) in pairs and mathlib.sincos_expansion(s.out.dtype.name, caps):
+            partner = pairs[id(s)]
+            if partner is None:
+                continue                    # computed with the first of its pair
+            sin, cos = (s, partner) if s.op == "sin" else (partner, s)
+            e = Emitter()
+            rule = mathlib.sincos_expansion(s.out.dtype.name, caps)
+            results = rule(e, e.wrap(s.args[0]))
+            pair = _define(e.stmts, results[0], sin.out) + _define([], results[1], cos.out)
+            out.extend(pair if getattr(caps, "rounded_division", True) else _refined(pair))
+        else:
+            out.append(s)
+    return out
 
 
 def _mapped(stmts, rewrite):

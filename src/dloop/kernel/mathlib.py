@@ -416,29 +416,40 @@ def _reduce(e, x):
     return e.branch(huge, payne_hanek, [rh, rl, q])
 
 
-def _trig(e, x, which):
+def _trig(e, x, *which):
+    """The functions `which` of x ("sin", "cos" or "tan") from one argument reduction."""
     finite = _abs(e, x) < INF
     rh, rl, q = _reduce(e, e.select(finite, x, 0.0))
     s, c = _sin_kernel(rh, rl), _cos_kernel(rh, rl)
-    if which == "tan":
-        out = e.select((q & 1).ne(0), -c / s, s / c)
-    else:
-        q = q + (1 if which == "cos" else 0)
-        out = e.select((q & 1).ne(0), c, s)
-        out = e.select((q & 2).ne(0), -out, out)
-    return e.select(finite, out, x - x)
+    outs = []
+    for f in which:
+        if f == "tan":
+            out = e.select((q & 1).ne(0), -c / s, s / c)
+        else:
+            quadrant = q + (1 if f == "cos" else 0)
+            out = e.select((quadrant & 1).ne(0), c, s)
+            out = e.select((quadrant & 2).ne(0), -out, out)
+        outs.append(e.select(finite, out, x - x))
+    return outs
 
 
 def sin(e, x):
-    return _tiny(e, x, _trig(e, x, "sin"), 2.0 ** -30)
+    return _tiny(e, x, _trig(e, x, "sin")[0], 2.0 ** -30)
 
 
 def cos(e, x):
-    return _trig(e, x, "cos")
+    return _trig(e, x, "cos")[0]
+
+
+def sincos(e, x):
+    """(sin x, cos x) from one argument reduction, the reduction being most of either: each
+    bit for bit what sin and cos give (legalize.py pairs them)."""
+    s, c = _trig(e, x, "sin", "cos")
+    return _tiny(e, x, s, 2.0 ** -30), c
 
 
 def tan(e, x):
-    return _tiny(e, x, _trig(e, x, "tan"), 2.0 ** -30)
+    return _tiny(e, x, _trig(e, x, "tan")[0], 2.0 ** -30)
 
 
 # -- atan family --
@@ -609,6 +620,22 @@ FLOAT64 = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2,
            "atan2": atan2, "asin": asin, "acos": acos, "sinh": sinh, "cosh": cosh,
            "tanh": tanh, "asinh": asinh, "acosh": acosh, "atanh": atanh}
 assert set(FLOAT64) == set(TRANSCENDENTAL)
+
+
+def sincos_expansion(dtype, caps):
+    """The rule (emitter, x) -> (sin x, cos x) for a backend that expands both (as
+    expansion() would, each bit for bit), or None where one of them is native."""
+    names = (dtype, "float64")
+    if any((op, name) in caps.native_math for op in ("sin", "cos") for name in names):
+        return None
+    if dtype == "float64":
+        return sincos
+    if dtype != "float32":
+        raise NotImplementedError(f"sincos on {dtype}")
+
+    def widened(e, x):
+        return tuple(e.convert(out, F32) for out in sincos(e, e.convert(x, F64)))
+    return widened
 
 
 def expansion(op, dtype, caps):

@@ -7,7 +7,7 @@ Adstack push/pop and the fault flags are the helpers of _native/cuda/adstack.cuh
 import numpy as np
 
 from ...kernel import kir
-from ...kernel.legalize import legalize
+from ...kernel.legalize import legalize, sincos_pairs
 from ..base import Caps
 from .ops import const, ctype, expr, storage_ctype
 
@@ -101,7 +101,7 @@ class Renderer:
             self.emit(f"buf{counts}[{c}LL * n_threads + {tid}] = counter{c};")
 
     def statements(self, stmts):
-        paired = _sincos_pairs(stmts)
+        paired = sincos_pairs(stmts)
         for s in stmts:
             if id(s) in paired:
                 partner = paired[id(s)]
@@ -241,22 +241,6 @@ def _line_directive(src):
 
 def _escape(path):
     return path.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _sincos_pairs(stmts):
-    """sin(a) and cos(a) of one value in one block, as {id(first): second, id(second): None}:
-    CUDA's sincos shares the argument reduction (the costly part of both) and gives results
-    identical to sin's and cos's (tests/backends/cuda checks this bit for bit)."""
-    seen, pairs = {}, {}
-    for s in stmts:
-        if isinstance(s, kir.Assign) and s.op in ("sin", "cos") and \
-                isinstance(s.args[0], kir.KVar):
-            other = seen.get((s.args[0], "cos" if s.op == "sin" else "sin"))
-            if other is not None and id(other) not in pairs:
-                pairs[id(other)], pairs[id(s)] = s, None
-            else:
-                seen.setdefault((s.args[0], s.op), s)
-    return pairs
 
 
 def render(kernel, caps=CUDA_CAPS):
