@@ -116,8 +116,14 @@ def tape_slots(backend, *caps):
         return [int(c.sum()) for c in caps]
     xp = be.xp if be.caps.sizes_on_device else np
     work = sum(caps)
-    order = be.to_numpy(work_order(xp.asarray(work), be)) \
-        if sorting_pays(work, be.caps) else np.arange(work.size)
+    on_device = be.device_order(work, be.upload) if be.device_order is not None and \
+        sorting_pays(work, be.caps, be.caps.device_sort_cost) else None
+    if on_device is not None:
+        order = be.to_numpy(on_device)
+    elif sorting_pays(work, be.caps):
+        order = be.to_numpy(work_order(xp.asarray(work), be))
+    else:
+        order = np.arange(work.size)
     out = []
     for c in caps:
         padded = np.zeros(-(-c.size // lanes) * lanes, np.int64)

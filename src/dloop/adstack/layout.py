@@ -41,9 +41,11 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     docstring). compact: caps.compact_tapes, whether a loop that interleaving would pad by
     more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py).
     interleave: the backend's fused device version of the interleaved layout
-    (Backend.interleave), used in place of _interleaved and its scatters. pack: the
-    backend's device version of compact slice starts in element order (for host sizing,
-    Backend.compact_starts with the run's upload), which may decline. by_slot: starts and
+    (Backend.interleave, or device_interleave where the order is on the device), used in
+    place of _interleaved and its scatters; it may decline (None), leaving the loop
+    compact. pack: the backend's device version of compact slice starts in element order
+    (for host sizing, Backend.compact_starts with the run's upload), which may decline.
+    by_slot: starts and
     capacities per slot instead of per element (caps.slot_layouts; interleaved, with the
     device's interleave or the array-namespace version)."""
     if by_slot and lanes == 1:
@@ -54,8 +56,13 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
-    if lanes > 1 and interleave is not None:
-        start, cap, total = interleave(cap, order, by_slot)
+    laid = interleave(cap, order, by_slot) if lanes > 1 and interleave is not None else False
+    if laid is None:
+        # The device's layout pads too much (its order follows the launch's total work, which
+        # this loop's capacities need not): compact slices, whose starts suit any order.
+        start, total = _compact(cap, None, pack)
+    elif laid:
+        start, cap, total = laid
         _check_size(info, cap, padded=total)
     elif lanes > 1 and (xp is not np or by_slot):
         ordered = cap if order is None else parallel.take(cap, order, xp)
@@ -152,7 +159,7 @@ def _check_size(info, cap, padded=None):
     needed = (padded if padded is not None else sum(int(c) for c in cap.tolist())) * per_slot
     if needed <= limit:
         return
-    longest = int(cap.max())
+    longest = int(cap.max() if hasattr(cap, "max") else np.asarray(cap).max())
     # A saturated capacity stands for 2**62 or more: the figures are then lower bounds.
     at_least = "at least " if longest >= SATURATED else ""
     raise DloopMemoryError(

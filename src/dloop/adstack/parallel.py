@@ -70,6 +70,12 @@ ORDER_TILE = 1 << 16
 ORDER_CLASS_BITS = 2
 
 
+def order_tile(n):
+    """Elements per tile for n elements: at most 256 tiles, and a multiple of 256 elements
+    (Vulkan's sort counts chunks of 256 that must not straddle tiles)."""
+    return max(ORDER_TILE, -(-n // (256 * 256)) * 256)
+
+
 def order_by_tiles(work, xp):
     """On a device (xp: its array library): a stable sort by a 16-bit key, from the most
     significant bits: the class of the element's work (the top ORDER_CLASS_BITS of the
@@ -89,7 +95,7 @@ def order_by_tiles(work, xp):
     n = work.size
     longest = int(work.max()) if n else 0
     shift = max(0, longest.bit_length() - 8)
-    tile = max(ORDER_TILE, -(-n // 256))
+    tile = order_tile(n)
     k = 255 - (xp.maximum(work, 0) >> shift)
     fine = 8 - ORDER_CLASS_BITS
     key = ((k >> fine) << (8 + fine)) | ((xp.arange(n, dtype=np.int64) // tile) << fine) | \

@@ -66,6 +66,8 @@ class Caps:
     # scatters through the order), in loop iterations of one lane per element: elements are
     # ordered where the idle lane-iterations it saves exceed it (runtime/execute.py).
     sort_cost: int = 8
+    # The same where the backend sorts host-sized elements on its device (Backend.device_order).
+    device_sort_cost: int = None
     # A driver's silent limit on a loop's iterations per thread (Mesa's lavapipe ends loops
     # after 65,535): launches whose sized loops reach it are refused rather than cut short.
     max_loop_trips: int = None
@@ -136,6 +138,13 @@ class Backend:
     # permutation (int64 device array) running the elements by decreasing work, as
     # runtime/execute.work_order describes.
     order_by_work = None
+    # Backends that size on the host may order the elements on their device, and lay the
+    # interleaved tapes out there: device_order(work, upload) -> parallel.order_by_tiles(work)
+    # there, or None to leave it to the host; device_interleave(cap, order, by_slot, upload)
+    # -> (start, raised, total) there, or None where it pads too much (the loop stays
+    # compact). upload: the run's, which shares the copy of an array the kernels read too.
+    device_order = None
+    device_interleave = None
     # Backends that size on the host may compute compact slice starts on their device:
     # compact_starts(cap, upload) -> (starts there, total), or None to leave it to the host.
     compact_starts = None
@@ -240,6 +249,12 @@ class Backend:
 
     def to_numpy(self, x):
         raise NotImplementedError
+
+    def to_numpy_all(self, arrays):
+        """Host copies of several 1-D device arrays of one dtype (the fault flags of a call's
+        launches), in one transfer where the backend can."""
+        host = self.to_numpy(self.xp.concatenate(arrays))
+        return np.split(host, np.cumsum([a.size for a in arrays])[:-1])
 
     def heap_alloc(self, nbytes):
         """A raw heap buffer of nbytes; raises MemoryError when the device has no room."""

@@ -96,12 +96,9 @@ class Execution:
         if sys.is_finalizing():
             return
         # One read for all the launches' flags: on a GPU each read is a transfer.
-        xp = self.backend.xp
-        host = self.backend.to_numpy(xp.concatenate([flags for _, flags, _ in pending]))
-        offset = 0
-        for kernel, flags, layouts in pending:
-            fault_check.check(kernel, host[offset:offset + flags.size], layouts)
-            offset += flags.size
+        host = self.backend.to_numpy_all([flags for _, flags, _ in pending])
+        for (kernel, _, layouts), flags in zip(pending, host):
+            fault_check.check(kernel, flags, layouts)
 
     def host(self, x):
         """x, readable by the host: the launches that made it finished, faults checked. A
@@ -226,11 +223,19 @@ class Execution:
         that order is nearly as good (sorting_pays)."""
         if compiled.order_index is None:
             return None
-        arrays = [self._sizing_array(w).reshape(-1).astype(np.int64, copy=False) for w in work]
+        # (1-D arrays as they are: the device order shares the upload of a trip count array)
+        arrays = [a if a.ndim == 1 else a.reshape(-1) for a in map(self._sizing_array, work)]
+        arrays = [a.astype(np.int64, copy=False) for a in arrays]
         total = arrays[0] if len(arrays) == 1 else sum(arrays)
-        if not sorting_pays(total, self.backend.caps):
+        be = self.backend
+        if be.device_order is not None and sorting_pays(total, be.caps,
+                                                        be.caps.device_sort_cost):
+            order = be.device_order(total, self._upload)
+            if order is not None:
+                return order
+        if not sorting_pays(total, be.caps):
             return None
-        return work_order(total, self.backend)
+        return work_order(total, be)
 
     def _capacities(self, plan, env, n):
         caps, to_count = {}, False
@@ -253,6 +258,10 @@ class Execution:
         lease = self.heap_lease()
         be, layouts = self.backend, {}
         interleave = be.interleave if be.caps.sizes_on_device else None
+        if order is not None and not isinstance(order, np.ndarray) and interleave is None:
+            # ordered on the device (device_order): the layout follows it there
+            def interleave(cap, order, by_slot):
+                return be.device_interleave(cap, order, by_slot, self._upload)
         pack = None if be.compact_starts is None else \
             (lambda cap: be.compact_starts(cap, self._upload))
         for nest in plan.nests:
@@ -372,7 +381,7 @@ def _host_step(backend, op, args):
     return HOST_IMPLS[op.prim](*host, **op.params)
 
 
-def sorting_pays(work, caps):
+def sorting_pays(work, caps, cost=None):
     """Whether ordering the elements saves more lane-iterations than it costs. Host
     sizing: the sort and the layout's permutations cost about as much per element as
     caps.sort_cost iterations of a loop (a CPU lane: 8), so elements keep their order
@@ -381,7 +390,7 @@ def sorting_pays(work, caps):
     uniform trips in [0, 200): 78). Interleaved tapes (caps.tape_lanes = caps.lockstep)
     are padded to each group's longest, by exactly those idle lane-iterations, so the
     same test keeps the padding small. Devices that size themselves sort exactly (cheap
-    there)."""
+    there). cost: in place of caps.sort_cost (a device's sort of host-sized elements)."""
     if caps.sizes_on_device:
         return True
     lanes = caps.lockstep
@@ -391,7 +400,7 @@ def sorting_pays(work, caps):
     # test compares averages over thousands of elements, and 8,192 groups of 8 took 0.3 ms
     # of W2's 7 ms gradient on the cpu.
     idle, _, count = parallel.sampled_padding(work, lanes, 1024)
-    return idle >= caps.sort_cost * count
+    return idle >= (caps.sort_cost if cost is None else cost) * count
 
 
 def work_order(work, backend=None):

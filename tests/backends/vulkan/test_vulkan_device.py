@@ -2,7 +2,6 @@
 float64, no int64, no float atomics, separate device-local memory), the errors those give,
 the 32-bit offset guard, maxStorageBufferRange, and buffer lifetimes under queued work."""
 
-import dataclasses
 import gc
 import os
 import subprocess
@@ -13,8 +12,6 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from dloop import api
-from dloop.backends import base
 from dloop.backends.base import available, get_backend
 from dloop.errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError, \
     DloopValueError
@@ -32,27 +29,6 @@ from dloop.backends.vulkan.launch import Artifact, VulkanBackend  # noqa: E402
 from dloop.kernel import kir                                   # noqa: E402
 
 HERE = os.path.basename(__file__)
-
-
-@pytest.fixture
-def masked(monkeypatch):
-    """make(mask) -> a Vulkan backend on a device without the masked features, installed as
-    the 'vulkan' backend for the test."""
-    previous = dl.config.backend
-
-    def make(mask, **features):
-        monkeypatch.setitem(vars(dl.config), "vulkan_mask", mask)
-        be = VulkanBackend(vkdevice.Device())
-        if features:
-            be.features = dataclasses.replace(be.features, **features)
-        monkeypatch.setitem(base._instances, "vulkan", be)
-        api._PROGRAMS.clear()          # programs compiled for another device must not be reused
-        dl.config.update("backend", "vulkan")
-        return be
-
-    yield make
-    api._PROGRAMS.clear()
-    dl.config.update("backend", previous)
 
 
 def _power_grad(x, n):
@@ -270,8 +246,10 @@ def test_compact_starts_on_the_device_are_the_host_scan(masked, mask):
 
 
 def test_a_loop_in_element_order_gets_its_starts_from_the_device(masked, monkeypatch):
-    """W1's shape at 10^5 elements (trips uniform, left unordered on Vulkan): the layout's
-    starts come from the device scan, and the gradient is the closed form's."""
+    """10^5 elements of trips uniform in [0, 4), which no sort pays for (1.5 idle
+    lane-iterations per element) but whose warps' largest would pad an interleaved tape by
+    as much again: compact, with starts from the device scan; the gradient is the closed
+    form's."""
     from dloop.backends.vulkan import sizing
     masked("unified")
     made = []
@@ -282,7 +260,7 @@ def test_a_loop_in_element_order_gets_its_starts_from_the_device(masked, monkeyp
         return made[-1]
     monkeypatch.setattr(sizing, "compact_starts", counted)
     n = 100_000
-    trips = np.random.default_rng(2).integers(0, 30, n)
+    trips = np.random.default_rng(2).integers(0, 4, n)
     x = np.random.default_rng(3).uniform(0.5, 1.5, n)
     g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.97 + 0.01 * v * v,
                                        x).sum())(x)

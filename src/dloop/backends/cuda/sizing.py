@@ -100,7 +100,7 @@ def tile_order(work):
         return cupy.empty(0, np.int64)
     work = cupy.ascontiguousarray(work, np.int64)
     key = cupy.empty(n, np.uint16)
-    tile = max(parallel.ORDER_TILE, -(-n // 256))
+    tile = parallel.order_tile(n)
     _function("dloop_tile_key")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
                                 (work, work.max(), np.int64(n), np.int64(tile),
                                  np.int32(8 - parallel.ORDER_CLASS_BITS), key))

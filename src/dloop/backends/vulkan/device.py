@@ -368,13 +368,23 @@ class Device:
 
     def read(self, buf, offset, nbytes):
         """A copy of buf's bytes, after every submission finished."""
-        if buf.view is None:
-            stage = self.alloc(nbytes, host=True)
-            self.copy(stage, buf, nbytes, src_offset=offset)
-            buf, offset = stage, 0
+        return self.read_many([(buf, offset, nbytes)])[0]
+
+    def read_many(self, parts):
+        """Copies of several (buffer, offset, nbytes), after every submission finished: one
+        wait for all (a wait costs about 0.15 ms on NVIDIA's driver)."""
+        staged = []
+        for buf, offset, nbytes in parts:
+            if buf.view is None:
+                stage = self.alloc(nbytes, host=True)
+                self.copy(stage, buf, nbytes, src_offset=offset)
+                buf, offset = stage, 0
+            staged.append((buf, offset, nbytes))
         self.wait_all()
-        out = np.empty(nbytes, np.uint8)
-        parallel.copy(out, buf.view[offset:offset + nbytes])
+        out = []
+        for buf, offset, nbytes in staged:
+            out.append(np.empty(nbytes, np.uint8))
+            parallel.copy(out[-1], buf.view[offset:offset + nbytes])
         return out
 
     def fill_zero(self, buf, offset, nbytes):
