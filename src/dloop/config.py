@@ -134,7 +134,8 @@ _SETTINGS = {
                       "discrete GPU, then an integrated one, then a CPU implementation."),
     "vulkan_mask": (lambda s: s, _check_text("vulkan_mask"), None,
                     "Vulkan features to treat as absent, comma-separated (float64, int64, "
-                    "float_atomics, unified): to test a smaller device on a larger one."),
+                    "float_atomics, unified, mapped): to test a smaller device on a larger "
+                    "one."),
     "vulkan_validate": (lambda s: s, _check_flag("vulkan_validate"), False,
                         "Check every SPIR-V module with spirv-val before it is used."),
 }

@@ -167,13 +167,21 @@ def test_without_float_atomics_table_gradients_use_compare_exchange(masked):
                  rtol=1e-4)
 
 
-def test_separate_device_memory_goes_through_staging(masked):
-    be = masked("unified")
+@pytest.mark.parametrize("mask", ["unified", "unified,mapped"])
+def test_separate_device_memory_goes_through_staging(masked, mask):
+    """A discrete GPU's memory: mapped to the host where the device maps all of it
+    (written directly, read through staging), else reached through staging both ways."""
+    be = masked(mask)
     assert not be.device.unified
+    assert (be.device.mapped_type is None) == ("mapped" in mask)
     x = np.linspace(0.5, 1.1, 50)
     for top in (3, 40, 400):               # the heap grows, copying through the device
         n = np.arange(50) % top
         assert_close(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-12)
+    small = be.upload(x, np.float64)
+    assert (small.buffer.view is not None) == ("mapped" not in mask)
+    assert not small.buffer.readable
+    np.testing.assert_array_equal(be.to_numpy(small), x)
 
 
 def test_each_host_array_crosses_to_the_device_once_per_call(masked, monkeypatch):
@@ -228,7 +236,7 @@ def _w1_numpy(x, trips):
     return v.sum()
 
 
-@pytest.mark.parametrize("mask", ["", "unified"])
+@pytest.mark.parametrize("mask", ["", "unified", "unified,mapped"])
 def test_compact_starts_on_the_device_are_the_host_scan(masked, mask):
     """backends/vulkan/sizing.py: chunk sums, offsets, then each element's ~start, against
     NumPy's prefix sum, over sizes that leave a partial chunk; small launches and devices
@@ -363,7 +371,7 @@ def test_buffers_live_until_the_submissions_using_them_finish():
     np.testing.assert_array_equal(be.to_numpy(out), 2 * np.arange(1 << 16))
 
 
-@pytest.mark.parametrize("mask", ["", "unified"])
+@pytest.mark.parametrize("mask", ["", "unified", "unified,mapped"])
 def test_heavy_launches_and_copies_are_submitted_at_once(masked, mask, monkeypatch):
     """device.py: a launch of _HEAVY_THREADS threads or a copy of _HEAVY_BYTES bytes is
     submitted as it is recorded, so the device starts it while the host goes on; smaller work
@@ -377,7 +385,8 @@ def test_heavy_launches_and_copies_are_submitted_at_once(masked, mask, monkeypat
         be.synchronize()
         x = np.arange(n, dtype=np.float64)
         on_device, out = be.upload(x, f64), be.empty((n,), f64)
-        assert (be.device.batch is None) == (heavy or be.device.unified)   # the copy
+        # the copy, which mapped memory does not need
+        assert (be.device.batch is None) == (heavy or on_device.buffer.view is not None)
         be.launch(artifact, n, [on_device, out])
         assert (be.device.batch is None) == heavy
         np.testing.assert_array_equal(be.to_numpy(out), 2 * x)

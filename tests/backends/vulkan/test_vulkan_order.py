@@ -26,7 +26,7 @@ def _works(n):
             "2^40": rng.integers(0, 1 << 40, n), "all zero": np.zeros(n, np.int64)}
 
 
-@pytest.mark.parametrize("mask", ["", "unified"])
+@pytest.mark.parametrize("mask", ["", "unified", "unified,mapped"])
 def test_the_device_order_is_order_by_tiles(masked, mask):
     """Counts per (key, chunk), one scan, placement: parallel.order_by_tiles' permutation for
     sizes that leave partial chunks and a partial last tile, and for the work shapes that
