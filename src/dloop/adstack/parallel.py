@@ -71,9 +71,10 @@ ORDER_CLASS_BITS = 2
 
 
 def order_tile(n):
-    """Elements per tile for n elements: at most 256 tiles, and a multiple of 256 elements
-    (Vulkan's sort counts chunks of 256 that must not straddle tiles)."""
-    return max(ORDER_TILE, -(-n // (256 * 256)) * 256)
+    """Elements per tile for n elements: at least ORDER_TILE, few enough for at most 256
+    tiles, and a multiple of 256 (Vulkan's sort counts chunks of 256 elements, which must
+    not straddle tiles)."""
+    return -(-max(ORDER_TILE, -(-n // 256)) // 256) * 256
 
 
 def order_by_tiles(work, xp):

@@ -216,8 +216,8 @@ def test_the_order_sorts_each_tile_by_decreasing_work(n, tile, longest, monkeypa
     """backends/cuda/sizing.tile_order, and the array-namespace version on CuPy, against
     their definition in NumPy: a stable sort by a key of 16 bits, from the most significant:
     the top ORDER_CLASS_BITS bits of 255 - the work shifted down to 8 bits (longest first),
-    the tile of consecutive elements (at least parallel.ORDER_TILE of them, at most 256
-    tiles), the rest of that 8-bit key. Negative work counts as none."""
+    the tile of consecutive elements (parallel.order_tile: at least ORDER_TILE of them, at
+    most 256 tiles), the rest of that 8-bit key. Negative work counts as none."""
     from dloop.adstack import parallel
     from dloop.backends.cuda import sizing
     if tile is not None:
@@ -227,7 +227,7 @@ def test_the_order_sorts_each_tile_by_decreasing_work(n, tile, longest, monkeypa
     if n:
         work[rng.integers(0, n)] = longest
     order = cp.asnumpy(sizing.tile_order(cp.asarray(work)))
-    size = max(parallel.ORDER_TILE, -(-n // 256))
+    size = parallel.order_tile(n)
     shift = max(0, longest.bit_length() - 8)
     k = 255 - (np.maximum(work, 0) >> shift)
     fine = 8 - parallel.ORDER_CLASS_BITS

@@ -50,6 +50,18 @@ def test_order_tiles_hold_whole_chunks():
         assert tile % order.CHUNK == 0 and -(-n // tile) <= 256 and tile >= parallel.ORDER_TILE
 
 
+def test_the_device_order_over_many_small_tiles(masked, monkeypatch):
+    """Tiles of 512 elements (ORDER_TILE lowered): 137 of them for 70,001 elements, each
+    sorted on its own within the classes of work, as order_by_tiles defines."""
+    be = masked("")
+    monkeypatch.setattr(parallel, "ORDER_TILE", 300)
+    n = 70_001
+    assert parallel.order_tile(n) == 512
+    for name, work in _works(n).items():
+        got = be.to_numpy(order.element_order(be, work, be.upload))
+        np.testing.assert_array_equal(got, parallel.order_by_tiles(work, np), err_msg=name)
+
+
 @pytest.mark.parametrize("by_slot", [False, True])
 def test_the_device_layout_is_the_host_interleave(masked, by_slot):
     """Group maxima through the order, their scan, each element's start and raised capacity:
