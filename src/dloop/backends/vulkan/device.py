@@ -45,6 +45,10 @@ _SPARE = 8                   # retired command buffers and fences kept for reuse
 # for the oldest, which bounds the staging memory that queued work keeps alive.
 _IN_FLIGHT = 2
 _OUT_OF_POOL_MEMORY = -1000069000
+_FRAGMENTED_POOL = -1000012000
+# Recording and submission call the C functions directly: the binding's wrappers convert
+# every argument in Python (about 10 us a call), some 15 calls per launch.
+_lib, _NULL = vk.lib, vk.ffi.NULL
 # Device buffers up to this size live in host-mapped device memory where the device maps all
 # of it (Device._memory_types): the heap's large regions need no mapping.
 _MAPPED_MOST = 256 << 20
@@ -133,6 +137,23 @@ def _query(pd, mask):
         uuid=bytes(idp.deviceUUID)), props.deviceType, exts
 
 
+def _struct(name, **fields):
+    """A pointer to a new C struct `name` with `fields` (arrays and pointers it refers to
+    must be kept alive by the caller)."""
+    out = vk.ffi.new(f"{name}*")
+    for key, value in fields.items():
+        setattr(out, key, value)
+    return out
+
+
+def _check(result):
+    """Raise the binding's exception for a failed VkResult (RuntimeError for a code it does
+    not know)."""
+    if result < 0:
+        error = vk.exception_codes.get(result)
+        raise error() if error is not None else RuntimeError(f"Vulkan error {result}")
+
+
 def choose(devices, choice):
     """The index of the physical device to use: `choice` (an index, or a substring of the
     name), else the first discrete GPU, then integrated, virtual, CPU. devices: [(name, type)]."""
@@ -204,21 +225,22 @@ class Device:
         self.batch = None                    # (command buffer being recorded, its fence,
         #                                      objects kept)
         self.spare = []                      # (command buffer, fence) of retired submissions
-        self._begin = vk.VkCommandBufferBeginInfo(
-            sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-        self._barrier = vk.VkMemoryBarrier(
-            sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        self._begin = _struct("VkCommandBufferBeginInfo",
+                              sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                              flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        self._barrier = _struct(
+            "VkMemoryBarrier", sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
             srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
             dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
-        self._to_host = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                           srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                           dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+        self._to_host = _struct("VkMemoryBarrier", sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
         self.free = {}                       # size class -> [(handle, memory, view)]
         self.pipelines = {}
         self._pipeline_cache()
         self.descriptor_pool = self._new_descriptor_pool()
-        self._set_infos = {}                 # set layout -> its allocate info (one pool)
+        self._set_infos = {}                 # set layout -> (its allocate info, the layout
+        #                                      array it points to) (one pool)
         atexit.register(self.close)
 
     # -- setup --
@@ -410,13 +432,13 @@ class Device:
         if buf.view is not None and (buf.readable or nbytes < _HEAVY_BYTES):
             buf.view[offset:offset + nbytes] = 0
             return
-        self.submit(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, offset,
-                                                   -(-nbytes // 4) * 4, 0), [buf])
+        self.submit(lambda cmd: _lib.vkCmdFillBuffer(cmd, buf.handle, offset,
+                                                     -(-nbytes // 4) * 4, 0), [buf])
 
     def copy(self, dst, src, nbytes, dst_offset=0, src_offset=0):
         region = vk.ffi.new("VkBufferCopy*")
         region.srcOffset, region.dstOffset, region.size = src_offset, dst_offset, nbytes
-        self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, region),
+        self.submit(lambda cmd: _lib.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, region),
                     [dst, src], heavy=nbytes >= _HEAVY_BYTES)
 
     # -- pipelines --
@@ -460,39 +482,43 @@ class Device:
         with self.lock:
             dset = self._descriptor_set(set_layout)
             if bindings:
-                writes, infos = _descriptor_writes(dset, bindings)
-                vk.vkUpdateDescriptorSets(self.device, len(bindings), writes, 0, None)
+                writes, infos = _descriptor_writes(dset[0], bindings)
+                _lib.vkUpdateDescriptorSets(self.device, len(bindings), writes, 0, _NULL)
             groups = -(-n_threads // WORKGROUP)
             gx = min(groups, self.features.max_groups)
             gy = -(-groups // gx)
             count = vk.ffi.new("int32_t[1]", [n_threads])
 
             def record(cmd):
-                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, handle)
-                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0,
-                                           1, [dset], 0, None)
-                vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, count)
-                vk.vkCmdDispatch(cmd, gx, gy, 1)
+                _lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, handle)
+                _lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0,
+                                             1, dset, 0, _NULL)
+                _lib.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4,
+                                        count)
+                _lib.vkCmdDispatch(cmd, gx, gy, 1)
 
             self.submit(record, keep, dset, heavy=n_threads >= _HEAVY_THREADS)
 
     def _descriptor_set(self, set_layout):
-        info = self._set_infos.get(set_layout)
-        if info is None:        # made once per layout: the binding builds a struct slowly
-            info = self._set_infos[set_layout] = vk.VkDescriptorSetAllocateInfo(
+        """A new descriptor set of `set_layout`, as a one-element array (what binding it
+        takes)."""
+        made = self._set_infos.get(set_layout)
+        if made is None:        # made once per layout, with the array it points to
+            layouts = vk.ffi.new("VkDescriptorSetLayout[1]", [set_layout])
+            made = self._set_infos[set_layout] = (_struct(
+                "VkDescriptorSetAllocateInfo",
                 sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                 descriptorPool=self.descriptor_pool, descriptorSetCount=1,
-                pSetLayouts=[set_layout])
-        try:
-            return vk.vkAllocateDescriptorSets(self.device, info)[0]
-        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool, KeyError) as e:
-            # The binding knows no exception for VK_ERROR_OUT_OF_POOL_MEMORY (-1000069000),
-            # which NVIDIA's driver returns: it raises KeyError with the code.
-            if isinstance(e, KeyError) and e.args[0] != _OUT_OF_POOL_MEMORY:
-                raise
+                pSetLayouts=layouts), layouts)
+        info = made[0]
+        dset = vk.ffi.new("VkDescriptorSet[1]")
+        result = _lib.vkAllocateDescriptorSets(self.device, info, dset)
+        if result in (_OUT_OF_POOL_MEMORY, _FRAGMENTED_POOL):
             self.wait_all()          # every set is free again: the pool starts over
-            vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)
-            return vk.vkAllocateDescriptorSets(self.device, info)[0]
+            _check(_lib.vkResetDescriptorPool(self.device, self.descriptor_pool, 0))
+            result = _lib.vkAllocateDescriptorSets(self.device, info, dset)
+        _check(result)
+        return dset
 
     def submit(self, record, keep, dset=None, heavy=False):
         """Record work into the open command buffer, after a full memory barrier; it runs
@@ -504,20 +530,21 @@ class Device:
                 # more, through the binding, than the work of a small submission.
                 if self.spare:
                     cmd, fence = self.spare.pop()
-                    vk.vkResetFences(self.device, 1, [fence])
+                    _check(_lib.vkResetFences(self.device, 1, fence))
                 else:
                     cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
                         sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                         commandPool=self.command_pool,
                         level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-                    fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(
-                        sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
-                vk.vkBeginCommandBuffer(cmd, self._begin)      # resets a reused buffer
+                    fence = vk.ffi.new("VkFence[1]", [vk.vkCreateFence(
+                        self.device, vk.VkFenceCreateInfo(
+                            sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)])
+                _check(_lib.vkBeginCommandBuffer(cmd, self._begin))   # resets a reused one
                 self.batch = (cmd, fence, [])
             cmd, _, kept = self.batch
             kept.append((keep, dset))
-            vk.vkCmdPipelineBarrier(cmd, _ALL_STAGES, _ALL_STAGES, 0, 1, [self._barrier], 0,
-                                    None, 0, None)
+            _lib.vkCmdPipelineBarrier(cmd, _ALL_STAGES, _ALL_STAGES, 0, 1, self._barrier, 0,
+                                      _NULL, 0, _NULL)
             record(cmd)
             if heavy or len(kept) >= _BATCH:
                 self.flush()
@@ -529,12 +556,13 @@ class Device:
                 return
             cmd, fence, kept = self.batch
             self.batch = None
-            vk.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                                    [self._to_host], 0, None, 0, None)
-            vk.vkEndCommandBuffer(cmd)
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(
-                sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
-                pCommandBuffers=[cmd])], fence)
+            _lib.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                                      self._to_host, 0, _NULL, 0, _NULL)
+            _check(_lib.vkEndCommandBuffer(cmd))
+            buffers = vk.ffi.new("VkCommandBuffer[1]", [cmd])
+            submit = _struct("VkSubmitInfo", sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                             commandBufferCount=1, pCommandBuffers=buffers)
+            _check(_lib.vkQueueSubmit(self.queue, 1, submit, fence[0]))
             self.pending.append((fence, cmd, kept))
             self._retire(limit=_IN_FLIGHT)
 
@@ -544,17 +572,17 @@ class Device:
         while self.pending:
             fence, cmd, _ = self.pending[0]
             if len(self.pending) > limit:
-                vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 1 << 62)
+                _check(_lib.vkWaitForFences(self.device, 1, fence, vk.VK_TRUE, 1 << 62))
             else:
-                try:
-                    vk.vkGetFenceStatus(self.device, fence)
-                except vk.VkNotReady:
+                status = _lib.vkGetFenceStatus(self.device, fence[0])
+                if status == vk.VK_NOT_READY:
                     return
+                _check(status)
             self.pending.pop(0)
             if len(self.spare) < _SPARE:
                 self.spare.append((cmd, fence))
             else:
-                vk.vkDestroyFence(self.device, fence, None)
+                vk.vkDestroyFence(self.device, fence[0], None)
                 vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
 
     def wait_all(self):
@@ -577,6 +605,6 @@ class Device:
                 vk.vkFreeMemory(self.device, memory, None)
         self.free.clear()
         for _, fence in self.spare:
-            vk.vkDestroyFence(self.device, fence, None)
+            vk.vkDestroyFence(self.device, fence[0], None)
         self.spare.clear()
         self.device = None
