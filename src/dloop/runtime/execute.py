@@ -150,6 +150,7 @@ class Execution:
         order = bound = None
         decided = plan.main.order_index is not None
         if n and plan.nests:
+            self._prefetch(kernel, plan, env)
             caps = self._capacities(plan, env, n)
             order = self._order(plan.main, work + list(caps.values()))
             layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
@@ -176,6 +177,15 @@ class Execution:
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
                 if v.aval.is_tape else arr
+
+    def _prefetch(self, kernel, plan, env):
+        """The kernel's inputs copied to the device before its sizing (which waits for the
+        device), where _bind finds them: a run's lasting values only, which it keeps."""
+        for spec in kernel.buffers:
+            if spec.kind == "in":
+                val = env[plan.vars[spec.key]]
+                if id(val) in self.lasting:
+                    self._upload(val, spec.dtype)
 
     def _check_index_width(self, plan, sizes):
         """On a device without 64-bit integers, kernels index with 32 bits: refuse a launch
