@@ -42,8 +42,8 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py).
     interleave: the backend's fused device version of the interleaved layout
     (Backend.interleave, or device_interleave where the order is on the device), used in
-    place of _interleaved and its scatters; it may decline (None), leaving the loop
-    compact. pack: the backend's device version of compact slice starts in element order
+    place of _interleaved and its scatters (where it pads by more than 1/MAX_PADDING
+    and `compact` allows, the loop stays compact instead). pack: the backend's device version of compact slice starts in element order
     (for host sizing, Backend.compact_starts with the run's upload), which may decline.
     by_slot: starts and
     capacities per slot instead of per element (caps.slot_layouts; interleaved, with the
@@ -51,13 +51,13 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     if by_slot and lanes == 1:
         raise AssertionError("slot-ordered layouts are interleaved ones")
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
-    _check_size(info, cap)
+    slots = _check_size(info, cap)
     if cap.size < parallel.MIN_CHUNK and lanes == 1:
         # Small tapes stay in cache whatever their order: the permutation would cost more
         # than the locality it buys.
         order = None
     laid = interleave(cap, order, by_slot) if lanes > 1 and interleave is not None else False
-    if laid is None:
+    if laid and compact and (laid[2] - slots) * MAX_PADDING > slots:
         # The device's layout pads too much (its order follows the launch's total work, which
         # this loop's capacities need not): compact slices, whose starts suit any order.
         start, total = _compact(cap, None, pack)
@@ -146,16 +146,23 @@ def _slots_at_most(cap):
 
 
 def _check_size(info, cap, padded=None):
-    """Refuse a loop whose stacks would pass max_adstack_bytes. The float64 sum is a cheap
-    filter (exact to far below the limit); the message's figure is exact Python integers.
-    padded: the slots per stack once interleaved (cap then holds the raised capacities)."""
+    """Refuse a loop whose stacks would pass max_adstack_bytes; else the capacities' sum (a
+    float a little above it where _slots_at_most says so; None with `padded`). The float64
+    sum is a cheap filter (exact to far below the limit); the message's figure is exact
+    Python integers. padded: the slots per stack once interleaved (cap then holds the raised
+    capacities)."""
     per_slot = sum(np.dtype(d).itemsize for d in info.carry_dtypes)
     limit = config.max_adstack_bytes
+    slots = None
     if padded is not None:
         if padded * per_slot <= limit:
-            return
-    elif not cap.size or not per_slot or _slots_at_most(cap) * per_slot <= limit:
-        return
+            return None
+    elif not cap.size:
+        return 0
+    else:
+        slots = _slots_at_most(cap)
+        if slots * per_slot <= limit:
+            return slots
     needed = (padded if padded is not None else sum(int(c) for c in cap.tolist())) * per_slot
     if needed <= limit:
         return

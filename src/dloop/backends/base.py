@@ -141,8 +141,8 @@ class Backend:
     # Backends that size on the host may order the elements on their device, and lay the
     # interleaved tapes out there: device_order(work, upload) -> parallel.order_by_tiles(work)
     # there, or None to leave it to the host; device_interleave(cap, order, by_slot, upload)
-    # -> (start, raised, total) there, or None where it pads too much (the loop stays
-    # compact). upload: the run's, which shares the copy of an array the kernels read too.
+    # -> (start, raised, total) there. upload: the run's, which shares the copy of an array
+    # the kernels read too.
     device_order = None
     device_interleave = None
     # Backends that size on the host may compute compact slice starts on their device:

@@ -1,14 +1,16 @@
 """The element order and the interleaved layout that Vulkan computes on the device
 (backends/vulkan/order.py) for capacities sized on the host: the same permutation and layout
-as the array-namespace definitions, bit for bit, the cases that decline, and gradients of
-launches that use them against closed forms."""
+as the array-namespace definitions, bit for bit, the cases left to the host or kept compact,
+and gradients of launches that use them against closed forms."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import dloop as dl
 from dloop.adstack import parallel
-from dloop.adstack.layout import _interleaved
+from dloop.adstack.layout import _interleaved, loop_layout
 from dloop.backends.base import available
 from helpers import assert_close
 
@@ -82,32 +84,36 @@ def test_the_device_layout_is_the_host_interleave(masked, by_slot):
     assert total == want_total
 
 
-def test_a_layout_that_pads_too_much_declines(masked):
+def test_a_loop_that_the_device_layout_would_pad_stays_compact(masked):
     """One long element per warp, in element order: interleaving would pad the tape 30-fold,
-    so the device layout declines and the loop stays compact."""
+    so loop_layout keeps the loop compact (negative starts, kir.py) with its exact sum."""
     be = masked("unified")
     n = 1 << 17
     cap = np.where(np.arange(n) % order.LANES == 0, 1000, 1).astype(np.int64)
-    assert order.interleaved(be, cap, be.upload(np.arange(n), np.int64), False,
-                             be.upload) is None
+    info = SimpleNamespace(carry_dtypes=[np.dtype(np.float64)], src=None)
+    laid = loop_layout(info, cap, be.upload(np.arange(n), np.int64), np, order.LANES,
+                       compact=True, pack=lambda c: be.compact_starts(c, be.upload),
+                       interleave=lambda c, o, s: order.interleaved(be, c, o, s, be.upload))
+    np.testing.assert_array_equal(be.to_numpy(laid.start), ~(np.cumsum(cap) - cap))
+    assert laid.regions["float64"][1] == int(cap.sum())
 
 
 def _spy(monkeypatch):
-    """Records what the device's order and layout did in the calls that follow."""
+    """Records the device's orders, and the loops laid out compact, in the calls that
+    follow."""
     seen = []
-    element_order, interleaved = order.element_order, order.interleaved
+    element_order, compact_starts = order.element_order, sizing.compact_starts
 
     def ordered(*args):
         got = element_order(*args)
         seen.append("ordered" if got is not None else "host")
         return got
 
-    def laid(*args):
-        got = interleaved(*args)
-        seen.append("interleaved" if got is not None else "compact")
-        return got
+    def compact(*args):
+        seen.append("compact")
+        return compact_starts(*args)
     monkeypatch.setattr(order, "element_order", ordered)
-    monkeypatch.setattr(order, "interleaved", laid)
+    monkeypatch.setattr(sizing, "compact_starts", compact)
     return seen
 
 
@@ -131,7 +137,7 @@ def test_a_sorted_loop_gets_its_order_and_layout_from_the_device(masked, monkeyp
     x = np.random.default_rng(5).uniform(0.5, 1.5, n)
     g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9 + 0.05 * x,
                                        x).sum())(x)
-    assert seen == ["ordered", "interleaved"]
+    assert seen == ["ordered"]
     assert_close(g, _closed_form(x, trips, 0.9, 0.05), rtol=1e-13)
 
 

@@ -18,7 +18,6 @@ of the groups' slots, and each element's start and raised capacity."""
 import numpy as np
 
 from ...adstack import parallel
-from ...adstack.layout import MAX_PADDING
 from ...kernel import kir
 from ...kernel.core import Emitter
 from . import sizing
@@ -140,10 +139,9 @@ def element_order(backend, work, upload):
 
 def interleaved(backend, cap, order, by_slot, upload):
     """(start, raised, total) of the interleaved layout (adstack/layout.py) for host
-    capacities `cap` run in device `order`, on the device; None where it pads the
-    capacities' sum by more than 1/MAX_PADDING (the loop then stays compact, as host
-    layouts keep it: the order sorts the launch's total work, which a loop beside others
-    may not follow)."""
+    capacities `cap` run in device `order`, on the device. (layout.py keeps the loop
+    compact where this pads by more than 1/MAX_PADDING, as host layouts do: the order sorts
+    the launch's total work, which a loop beside others may not follow.)"""
     n = cap.size
     groups = -(-n // LANES)
     on_device = upload(cap, _I64)
@@ -152,9 +150,6 @@ def interleaved(backend, cap, order, by_slot, upload):
     backend.launch(sizing.kernel(backend, "order slots", _BUILDERS), groups,
                    [on_device, order, count, slots])
     first, total = sizing.exclusive_sums(backend, slots, groups)
-    exact = int(cap.sum())
-    if (total - exact) * MAX_PADDING > exact:
-        return None
     start, raised = backend.empty((n,), _I64), backend.empty((n,), _I64)
     backend.launch(sizing.kernel(backend, "order starts", _BUILDERS), n,
                    [order, count, first, slots, start, raised])
