@@ -201,3 +201,21 @@ def test_offsets_beyond_32_bits_are_refused_without_64_bit_integers(monkeypatch)
         assert np.isfinite(_grad(np.ones(10), 5)).all()
     finally:
         dl.config.update("backend", previous)
+
+
+def test_the_size_check_returns_the_exact_sum_past_its_float_filter(monkeypatch):
+    """layout._check_size: where the float64 sum's margin overshoots max_adstack_bytes but
+    the exact sum fits, the loop is accepted and the exact sum returned (loop_layout weighs
+    a device layout's padding against it)."""
+    from types import SimpleNamespace
+    from dloop.adstack import layout
+    cap = np.ones(1 << 16, np.int64)
+    cap[0] = 1 << 46                   # longest x count passes 2^62: the float64 sum is used
+    exact = int(sum(int(c) for c in cap))
+    monkeypatch.setitem(vars(dl.config), "max_adstack_bytes", exact * 8)
+    info = SimpleNamespace(carry_dtypes=[np.dtype(np.float64)], src=None)
+    assert layout._slots_at_most(cap) * 8 > exact * 8          # the filter overshoots
+    assert layout._check_size(info, cap) == exact
+    monkeypatch.setitem(vars(dl.config), "max_adstack_bytes", exact * 8 - 1)
+    with pytest.raises(DloopMemoryError, match="max_adstack_bytes"):
+        layout._check_size(info, cap)

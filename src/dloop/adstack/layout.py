@@ -42,12 +42,12 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
     more than 1/MAX_PADDING may stay compact instead (negative starts, kernel/kir.py).
     interleave: the backend's fused device version of the interleaved layout
     (Backend.interleave, or device_interleave where the order is on the device), used in
-    place of _interleaved and its scatters (where it pads by more than 1/MAX_PADDING
-    and `compact` allows, the loop stays compact instead). pack: the backend's device version of compact slice starts in element order
-    (for host sizing, Backend.compact_starts with the run's upload), which may decline.
-    by_slot: starts and
-    capacities per slot instead of per element (caps.slot_layouts; interleaved, with the
-    device's interleave or the array-namespace version)."""
+    place of _interleaved and its scatters (where it pads by more than 1/MAX_PADDING and
+    `compact` allows, the loop stays compact instead). pack: the backend's device version
+    of compact slice starts in element order (for host sizing, Backend.compact_starts with
+    the run's upload), which may decline. by_slot: starts and capacities per slot instead
+    of per element (caps.slot_layouts; interleaved, with the device's interleave or the
+    array-namespace version)."""
     if by_slot and lanes == 1:
         raise AssertionError("slot-ordered layouts are interleaved ones")
     cap = xp.ascontiguousarray(cap, dtype=np.int64)
@@ -57,7 +57,7 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         # than the locality it buys.
         order = None
     laid = interleave(cap, order, by_slot) if lanes > 1 and interleave is not None else False
-    if laid and compact and (laid[2] - slots) * MAX_PADDING > slots:
+    if laid and compact and not by_slot and (laid[2] - slots) * MAX_PADDING > slots:
         # The device's layout pads too much (its order follows the launch's total work, which
         # this loop's capacities need not): compact slices, whose starts suit any order.
         start, total = _compact(cap, None, pack)
@@ -163,9 +163,10 @@ def _check_size(info, cap, padded=None):
         slots = _slots_at_most(cap)
         if slots * per_slot <= limit:
             return slots
-    needed = (padded if padded is not None else sum(int(c) for c in cap.tolist())) * per_slot
+    exact = padded if padded is not None else sum(int(c) for c in cap.tolist())
+    needed = exact * per_slot
     if needed <= limit:
-        return
+        return None if padded is not None else exact
     longest = int(cap.max() if hasattr(cap, "max") else np.asarray(cap).max())
     # A saturated capacity stands for 2**62 or more: the figures are then lower bounds.
     at_least = "at least " if longest >= SATURATED else ""

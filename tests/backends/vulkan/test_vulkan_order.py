@@ -99,20 +99,26 @@ def test_a_loop_that_the_device_layout_would_pad_stays_compact(masked):
 
 
 def _spy(monkeypatch):
-    """Records the device's orders, and the loops laid out compact, in the calls that
-    follow."""
+    """Records the device's orders and interleaved layouts, and the loops laid out compact,
+    in the calls that follow."""
     seen = []
-    element_order, compact_starts = order.element_order, sizing.compact_starts
+    element_order, interleaved = order.element_order, order.interleaved
+    compact_starts = sizing.compact_starts
 
     def ordered(*args):
         got = element_order(*args)
         seen.append("ordered" if got is not None else "host")
         return got
 
+    def laid(*args):
+        seen.append("interleaved")
+        return interleaved(*args)
+
     def compact(*args):
         seen.append("compact")
         return compact_starts(*args)
     monkeypatch.setattr(order, "element_order", ordered)
+    monkeypatch.setattr(order, "interleaved", laid)
     monkeypatch.setattr(sizing, "compact_starts", compact)
     return seen
 
@@ -137,7 +143,7 @@ def test_a_sorted_loop_gets_its_order_and_layout_from_the_device(masked, monkeyp
     x = np.random.default_rng(5).uniform(0.5, 1.5, n)
     g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9 + 0.05 * x,
                                        x).sum())(x)
-    assert seen == ["ordered"]
+    assert seen == ["ordered", "interleaved"]
     assert_close(g, _closed_form(x, trips, 0.9, 0.05), rtol=1e-13)
 
 
@@ -157,5 +163,5 @@ def test_loops_that_the_order_does_not_sort_stay_compact(masked, monkeypatch):
         v = dl.fori_loop(0, first, lambda i, v: v * 0.99 + 0.01 * x, x)
         return dl.fori_loop(0, second, lambda i, w: w * 0.98, v).sum()
     g = dl.grad(loss)(x)
-    assert seen[0] == "ordered" and seen.count("compact") == 2, seen
+    assert seen == ["ordered"] + ["interleaved", "compact"] * 2, seen
     assert_close(g, _closed_form(x, first, 0.99, 0.01) * 0.98 ** second, rtol=1e-13)

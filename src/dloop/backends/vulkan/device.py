@@ -45,7 +45,7 @@ _SPARE = 8                   # retired command buffers and fences kept for reuse
 # for the oldest, which bounds the staging memory that queued work keeps alive.
 _IN_FLIGHT = 2
 _OUT_OF_POOL_MEMORY = -1000069000
-_FRAGMENTED_POOL = -1000012000
+_FRAGMENTED_POOL = vk.VK_ERROR_FRAGMENTED_POOL
 # Recording and submission call the C functions directly: the binding's wrappers convert
 # every argument in Python (about 10 us a call), some 15 calls per launch.
 _lib, _NULL = vk.lib, vk.ffi.NULL
@@ -277,10 +277,13 @@ class Device:
 
     def _memory_types(self, mask, kind):
         """Device arrays live in device-local memory. CPUs and integrated GPUs share it with
-        the host, and the host maps it directly; discrete GPUs stage through host memory
-        (their host-visible device memory, the PCIe BAR, is small and slow to read)."""
+        the host, and the host maps it directly; discrete GPUs map it where they map all of
+        it (below), else stage through host memory (their host-visible device memory, the
+        PCIe BAR, is then small), and the host reads a discrete GPU's memory through staging
+        memory either way."""
         props = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
         types = [props.memoryTypes[i].propertyFlags for i in range(props.memoryTypeCount)]
+        self.type_flags = types
         local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
         host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         cached = host | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
@@ -363,6 +366,8 @@ class Device:
             kind = self.host_type if host else self.mapped_type if mapped else self.device_type
             if not need.memoryTypeBits & (1 << kind):
                 kind = next(i for i in range(32) if need.memoryTypeBits & (1 << i))
+                mapped = mapped and bool(self.type_flags[kind] &
+                                         vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
             try:
                 memory = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(
                     sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -405,10 +410,6 @@ class Device:
         stage = self.alloc(data.size, host=True)
         parallel.copy(stage.view[:data.size], data)
         self.copy(buf, stage, data.size, dst_offset=offset)
-
-    def read(self, buf, offset, nbytes):
-        """A copy of buf's bytes, after every submission finished."""
-        return self.read_many([(buf, offset, nbytes)])[0]
 
     def read_many(self, parts):
         """Copies of several (buffer, offset, nbytes), after every submission finished: one
@@ -572,7 +573,10 @@ class Device:
         while self.pending:
             fence, cmd, _ = self.pending[0]
             if len(self.pending) > limit:
-                _check(_lib.vkWaitForFences(self.device, 1, fence, vk.VK_TRUE, 1 << 62))
+                result = _lib.vkWaitForFences(self.device, 1, fence, vk.VK_TRUE, 1 << 62)
+                _check(result)
+                if result != vk.VK_SUCCESS:      # VK_TIMEOUT: the work may still run
+                    raise RuntimeError(f"vkWaitForFences returned {result}")
             else:
                 status = _lib.vkGetFenceStatus(self.device, fence[0])
                 if status == vk.VK_NOT_READY:

@@ -93,7 +93,7 @@ class VulkanBackend(Backend):
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
                          native_math=native_math(f), order_elements=True, lockstep=32,
-                         tape_lanes=32, compact_tapes=True, sort_cost=_SORT_COST,
+                         tape_lanes=order.LANES, compact_tapes=True, sort_cost=_SORT_COST,
                          device_sort_cost=_DEVICE_SORT_COST,
                          rounded_division=False,
                          max_loop_trips=_LAVAPIPE_LOOP_LIMIT if "llvmpipe" in f.name

@@ -4,8 +4,9 @@ device from capacities sized on the host (design.md 20).
 Run in element order, a warp of W1's uniform trips in [0, 200) idles 78 lane-iterations per
 element and its compact tapes scatter every push; sorted, its tapes interleave (kir.py,
 L = 32) and its loops end together: the two kernels of W1's gradient at 10^6 elements took
-5.9 ms unsorted against 2.8 ms sorted on NVIDIA's driver (H100), but the host's sort, layout
-and their two uploads took longer than that saved. Here the order is
+5.9 ms unsorted against 2.8 ms sorted by the host on NVIDIA's driver (H100; each launch
+timed alone, waits included; 1.7 ms in a whole call sorted here), but the host's sort,
+layout and their two uploads took longer than that saved. Here the order is
 adstack/parallel.order_by_tiles' (the cuda backend's), bit for bit, by a stable counting
 sort: each thread counts the keys of a chunk of CHUNK consecutive elements into a table
 laid out in the order's own major-to-minor sequence (class of work, tile, rest of the key,
@@ -25,6 +26,7 @@ from .sizing import chunk, load, loop
 
 CHUNK = 256                  # elements a thread counts and places
 LANES = 32                   # kir.py's L for Vulkan (VulkanBackend.caps.tape_lanes)
+_LANE_BITS = LANES.bit_length() - 1
 _FINE = 8 - parallel.ORDER_CLASS_BITS
 _I64 = np.dtype(np.int64)
 
@@ -99,11 +101,11 @@ def _starts():
     e, tid = Emitter(), kir.KVar(_I64)
     by_slot = load(e, 1, kir.Const(1, _I64))
     t = e.wrap(tid)
-    group = e.op("ishr", t, 5)
+    group = e.op("ishr", t, _LANE_BITS)
     where = e.select(by_slot.ne(0), t, load(e, 0, t))
     first, slots = load(e, 2, group), load(e, 3, group)
     e.stmts.append(kir.Store(4, where.x, (first + (t & (LANES - 1))).x))
-    e.stmts.append(kir.Store(5, where.x, e.op("ishr", slots, 5).x))
+    e.stmts.append(kir.Store(5, where.x, e.op("ishr", slots, _LANE_BITS).x))
     return kir.Kernel("dloop_interleaved_starts", tid, e.stmts, [
         kir.BufferSpec("in", _I64), kir.BufferSpec("in", _I64), kir.BufferSpec("in", _I64),
         kir.BufferSpec("in", _I64), kir.BufferSpec("out", _I64), kir.BufferSpec("out", _I64)])
@@ -116,14 +118,17 @@ _BUILDERS = {"order counts": _counts, "order place": _place, "order slots": _gro
 def element_order(backend, work, upload):
     """parallel.order_by_tiles(work) as a device array, for host int64 `work` (a launch's
     total trip counts per element); None where the host should sort (launches too small to
-    pay the device's waits, devices without 64-bit integers). upload: the run's upload,
-    which shares the copy of an array the kernels read too."""
+    pay the device's waits, devices without 64-bit integers, a count table larger than
+    one binding can address). upload: the run's upload, which shares the copy of an array
+    the kernels read too."""
     n = work.size
     if n < sizing.MIN_ELEMENTS or not backend.features.int64:
         return None
-    shift = max(0, int(work.max()).bit_length() - 8)
     tile = parallel.order_tile(n)
     per_tile, tiles = tile // CHUNK, -(-n // tile)
+    if (1 << 8) * tiles * per_tile * _I64.itemsize > backend.features.max_range:
+        return None
+    shift = max(0, int(work.max()).bit_length() - 8)
     params = backend.upload(np.array([n, shift, per_tile, tiles], _I64), _I64)
     on_device = upload(work, _I64)
     table = backend.zeros(((1 << 8) * tiles * per_tile,), _I64)

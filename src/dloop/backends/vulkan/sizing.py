@@ -84,10 +84,12 @@ def kernel(backend, name, builders=_BUILDERS):
     cache's lookup (legalizing and printing the kernel for the key) took 0.2 to 0.5 ms per
     launch on the GPU machine's host, for kernels that run for less."""
     with _lock:
-        compiled = _compiled.setdefault(backend, {})
-        if name not in compiled:
-            compiled[name] = backend.compile(builders[name]())
-        return compiled[name]
+        found = _compiled.setdefault(backend, {}).get(name)
+    if found is None:         # compiled outside the lock: a first compile takes a while
+        found = backend.compile(builders[name]())
+        with _lock:
+            found = _compiled[backend].setdefault(name, found)
+    return found
 
 
 def exclusive_sums(backend, values, n, invert=False):
