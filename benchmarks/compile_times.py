@@ -74,6 +74,16 @@ def _instrument(backend, times, counts):
     for method in ("legalize", "render", "build"):
         setattr(backend, method, timed(method, getattr(backend, method)))
     backend.load = timed("load", backend.load, loaded)
+
+    find = backend.from_disk_cache
+
+    def host_code(tag, *args):
+        # The cpu backend's own host code (adstack/native.py's loops) is cached beside its
+        # kernels and counted in its compile_count, but loaded without backend.load.
+        found = find(tag, *args)
+        counts["disk_loads"] += tag != backend.name and found[1] is not None
+        return found
+    backend.from_disk_cache = host_code
     if hasattr(backend, "step_driver"):
         backend.step_driver = timed("drivers", backend.step_driver, driven)
 
