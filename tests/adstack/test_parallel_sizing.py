@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from dloop.adstack import parallel
+from dloop.adstack import native, parallel
 from dloop.adstack.native import scan_into
 from dloop.runtime.execute import work_order
 
@@ -233,3 +233,30 @@ def test_capacities_evaluated_in_parts_match_one_thread(n):
     assert split.max() == capacity.SATURATED
     env[lo_v] = rng.integers(0, 50, (1, n))[:, :n]
     assert capacity._flat_reads(expr, env, (3, n)) is None
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 1 << 17])
+def test_extremes_are_numpy_s_in_one_pass(n):
+    """parallel.extremes: the compiled pass's least, largest and (wrapping) total are
+    NumPy's, for contiguous int64 arrays and for others (NumPy's own reductions then)."""
+    rng = np.random.default_rng(n)
+    values = rng.integers(-2 ** 62, 2 ** 62, n)     # sums that wrap
+    for array in (values, values[::2], values.astype(np.int32)):
+        if array.size:
+            want = (int(array.min()), int(array.max()), int(array.sum(dtype=np.int64)))
+            assert parallel.extremes(array) == want
+
+
+def test_extremes_are_remembered_within_one_sizing(monkeypatch):
+    """Inside remembering() one array's extremes are computed once, however many times
+    sizing asks; outside it, and for another array, again."""
+    calls = []
+    compiled = native.extremes
+    monkeypatch.setattr(native, "extremes", lambda v: calls.append(1) or compiled(v))
+    a, b = np.arange(10, dtype=np.int64), np.arange(5, dtype=np.int64)
+    with parallel.remembering():
+        assert parallel.extremes(a) == parallel.extremes(a) == (0, 9, 45)
+        assert parallel.extremes(b) == (0, 4, 10)
+    assert len(calls) == 2
+    parallel.extremes(a)
+    assert len(calls) == 3

@@ -293,7 +293,7 @@ def _bounds_as_is(expr, env, shape):
     if not isinstance(n, np.ndarray) or n.dtype != np.int64 or n.shape != shape or \
             len(shape) != 1 or not n.flags.c_contiguous or not n.size:
         return None
-    return n if floor is None or int(n.min()) >= floor else None
+    return n if floor is None or parallel.extremes(n)[0] >= floor else None
 
 
 def _flat_reads(expr, env, shape):

@@ -139,9 +139,9 @@ def _slots_at_most(cap):
     exact, and 4x faster than a float64 one, where the largest capacity times their number
     cannot wrap; on a device the float64 sum reads one scalar back."""
     if isinstance(cap, np.ndarray):
-        longest = int(cap.max())
+        _, longest, total = parallel.extremes(cap)
         if longest < (1 << 62) // cap.size:
-            return int(cap.sum())
+            return total
     return float(cap.sum(dtype=np.float64)) * (1 + 1e-9)
 
 

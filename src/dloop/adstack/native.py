@@ -1,6 +1,6 @@
 """Host sizing's per-element loops in machine code: the prefix sum of slice starts, the
-interleaved layout's group maxima and placement, and the 8-bit counting sort that orders
-elements by work. In NumPy each is several passes with temporaries, and NumPy's cumsum is a
+interleaved layout's group maxima and placement, the 8-bit counting sort that orders
+elements by work, and the least, largest and total of the trip counts in one pass. In NumPy each is several passes with temporaries, and NumPy's cumsum is a
 generic accumulate loop (about 3.5 ns per int64 element on the 2-core Xeon of
 docs/benchmarks.md: 0.7 ms for W2's 200,000 slice starts, as long as its taped forward
 kernel's pushes). These loops, compiled once per process by the cpu backend's LLVM, make one
@@ -206,6 +206,39 @@ entry:
   ret i64 %k
 }
 
+; out = [min, max, sum] of v[0:n) (the sum wrapping like NumPy's int64), in one pass; for
+; n = 0 the identities.
+define void @dloop_extremes(ptr noalias %v, i64 %n, ptr noalias %out) {
+entry:
+  %empty = icmp sle i64 %n, 0
+  br i1 %empty, label %done, label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %loop]
+  %lo = phi i64 [9223372036854775807, %entry], [%lo.next, %loop]
+  %hi = phi i64 [-9223372036854775808, %entry], [%hi.next, %loop]
+  %s = phi i64 [0, %entry], [%s.next, %loop]
+  %at = getelementptr i64, ptr %v, i64 %i
+  %x = load i64, ptr %at
+  %below = icmp slt i64 %x, %lo
+  %lo.next = select i1 %below, i64 %x, i64 %lo
+  %above = icmp sgt i64 %x, %hi
+  %hi.next = select i1 %above, i64 %x, i64 %hi
+  %s.next = add i64 %s, %x
+  %next = add i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  %lo.out = phi i64 [9223372036854775807, %entry], [%lo.next, %loop]
+  %hi.out = phi i64 [-9223372036854775808, %entry], [%hi.next, %loop]
+  %s.out = phi i64 [0, %entry], [%s.next, %loop]
+  store i64 %lo.out, ptr %out
+  %out1 = getelementptr i64, ptr %out, i64 1
+  store i64 %hi.out, ptr %out1
+  %out2 = getelementptr i64, ptr %out, i64 2
+  store i64 %s.out, ptr %out2
+  ret void
+}
+
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 """
 
@@ -215,7 +248,8 @@ _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _SIGNATURES = {"dloop_scan": (_I64, [_PTR, _PTR, _I64, _I64, _I64, _I64]),
                "dloop_group_maxima": (_I64, [_PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR]),
                "dloop_group_place": (None, [_PTR, _PTR, _I64, _I64, _I64, _I64, _PTR, _PTR]),
-               "dloop_order_part": (None, [_PTR, _I64, _I64, _I64, _PTR])}
+               "dloop_order_part": (None, [_PTR, _I64, _I64, _I64, _PTR]),
+               "dloop_extremes": (None, [_PTR, _I64, _PTR])}
 
 
 def _reset_after_fork():
@@ -275,3 +309,10 @@ def group_place(top, order, lo, hi, lanes, offset, start, raised=None):
 def order_part(work, lo, hi, shift, order):
     """order[lo:hi] = lo..hi-1 stably sorted by (255 - (work >> shift)) % 256."""
     _compiled("dloop_order_part")(_address(work), lo, hi, shift, _address(order))
+
+
+def extremes(values):
+    """(min, max, sum) of `values` in one pass (the sum wrapping like NumPy's int64)."""
+    out = np.empty(3, np.int64)
+    _compiled("dloop_extremes")(_address(values), values.size, _address(out))
+    return int(out[0]), int(out[1]), int(out[2])

@@ -7,6 +7,7 @@ output, and the result is the same as the one-thread computation, bit for bit. E
 takes the arrays' namespace `xp`: arrays of a device's library (sizing on the device) are one
 chunk, computed by that library."""
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -114,6 +115,39 @@ def order_by_work(work, shift):
     order = np.empty(work.size, np.int64)
     run(lambda c, lo, hi: native.order_part(work, lo, hi, shift, order), parts(work.size))
     return order
+
+
+_remembered = threading.local()
+
+
+@contextlib.contextmanager
+def remembering():
+    """Within it, extremes() of one array is computed once: a launch's sizing reads the same
+    trip counts for their capacities (least), their order (largest) and the size check
+    (largest and total), and they do not change meanwhile. Each pass over 10^6 of them took
+    0.25 ms on the GPU machine's host."""
+    outer = getattr(_remembered, "table", None)
+    _remembered.table = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _remembered.table = outer
+
+
+def extremes(values):
+    """(min, max, sum) of a non-empty 1-D int64 NumPy array as Python ints (the sum wrapping
+    like NumPy's), in one compiled pass; remembered inside remembering()."""
+    table = getattr(_remembered, "table", None)
+    hit = table.get(id(values)) if table is not None else None
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    if values.dtype == np.int64 and values.flags.c_contiguous:
+        found = native.extremes(values)
+    else:
+        found = int(values.min()), int(values.max()), int(values.sum(dtype=np.int64))
+    if table is not None:
+        table[id(values)] = values, found      # the array kept: its id is not reused
+    return found
 
 
 def copy(dst, src, part_bytes=2 << 20, most=4):

@@ -151,9 +151,10 @@ class Execution:
         decided = plan.main.order_index is not None
         if n and plan.nests:
             self._prefetch(kernel, plan, env)
-            caps = self._capacities(plan, env, n)
-            order = self._order(plan.main, work + list(caps.values()))
-            layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
+            with parallel.remembering():
+                caps = self._capacities(plan, env, n)
+                order = self._order(plan.main, work + list(caps.values()))
+                layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
             self._check_trips(plan, caps)
         elif n and work:
             handle = env[plan.external_tokens[0]]

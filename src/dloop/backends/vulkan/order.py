@@ -128,7 +128,7 @@ def element_order(backend, work, upload):
     per_tile, tiles = tile // CHUNK, -(-n // tile)
     if (1 << 8) * tiles * per_tile * _I64.itemsize > backend.features.max_range:
         return None
-    shift = max(0, int(work.max()).bit_length() - 8)
+    shift = max(0, parallel.extremes(work)[1].bit_length() - 8)
     params = backend.upload(np.array([n, shift, per_tile, tiles], _I64), _I64)
     on_device = upload(work, _I64)
     table = backend.zeros(((1 << 8) * tiles * per_tile,), _I64)
