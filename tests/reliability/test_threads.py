@@ -87,3 +87,29 @@ def test_threads_share_the_vulkan_device():
     single-threaded result, bit for bit."""
     mismatches = _mixed_calls_in_threads("vulkan", 4, 12)
     assert not mismatches, f"{len(mismatches)} of 48 results differ: {mismatches[:10]}"
+
+
+@pytest.mark.skipif(not available("vulkan")[0], reason=available("vulkan")[1])
+def test_threads_share_the_vulkan_device_order():
+    """Launches large enough for Vulkan's element order and tape layout on the device
+    (backends/vulkan/order.py: sizing kernels compiled once per backend, scans that read
+    back chunk sums) from three threads at once: each call gives the single-threaded
+    gradient, bit for bit."""
+    import numpy as np
+    rng = np.random.default_rng(9)
+    n = 70_000
+    trips = np.where(rng.random(n) < 0.02, 250, rng.integers(0, 20, n))
+    xs = [np.linspace(0.5, 1.5, n) * (1 + 0.1 * k) for k in range(3)]
+    grad = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9 + 0.05 * x * v,
+                                          x).sum())
+    with dl.config.override(backend="vulkan"):
+        expected = [np.asarray(grad(x)) for x in xs]
+        mismatches = []
+
+        def worker(t):
+            for j in range(3):
+                k = (t + j) % 3
+                if not np.array_equal(np.asarray(grad(xs[k])), expected[k]):
+                    mismatches.append((t, j, k))
+        _in_threads(3, worker)
+    assert not mismatches, mismatches
