@@ -23,6 +23,8 @@ except OSError as e:        # the binding opens libvulkan as it is imported
 
 from ...adstack import parallel
 from ...config import config
+from ...errors import DloopNotImplementedError
+from ...source import user_location
 
 MASKABLE = ("float64", "int64", "float_atomics", "unified", "mapped")
 
@@ -52,6 +54,17 @@ _lib, _NULL = vk.lib, vk.ffi.NULL
 # Device buffers up to this size live in host-mapped device memory where the device maps all
 # of it (Device._memory_types): the heap's large regions need no mapping.
 _MAPPED_MOST = 256 << 20
+
+
+_devices = weakref.WeakSet()
+
+
+def _forked_child():
+    for device in list(_devices):
+        device.forked = True
+
+
+os.register_at_fork(after_in_child=_forked_child)
 
 
 class VulkanUnavailable(Exception):
@@ -241,7 +254,19 @@ class Device:
         self.descriptor_pool = self._new_descriptor_pool()
         self._set_infos = {}                 # set layout -> (its allocate info, the layout
         #                                      array it points to) (one pool)
+        self.forked = False                  # set in a child that fork() copied it into
+        _devices.add(self)
         atexit.register(self.close)
+
+    def _in_its_process(self):
+        """Refuse work in a child that fork() copied this device into: Vulkan drivers are not
+        fork-safe, and the child's first driver call hung on lavapipe."""
+        if self.forked:
+            raise DloopNotImplementedError(
+                f"the Vulkan device {self.features.name} was opened before this process "
+                "forked, and a forked child cannot use it (Vulkan drivers are not fork-safe). "
+                "Start worker processes with multiprocessing's 'spawn' or 'forkserver' "
+                "method, or run this call on the cpu backend in them", user_location())
 
     # -- setup --
     def _create_device(self, exts):
@@ -335,6 +360,7 @@ class Device:
         self.pipeline_cache = vk.vkCreatePipelineCache(self.device, info, None)
 
     def save_pipeline_cache(self):
+        self._in_its_process()
         path = self._cache_path()
         if not path or not self.pipelines:
             return
@@ -351,6 +377,7 @@ class Device:
     # -- memory --
     def alloc(self, nbytes, host=False):
         """A buffer of at least nbytes; MemoryError when the device has no room."""
+        self._in_its_process()
         size = _size_class(nbytes)
         mapped = not host and self.mapped_type is not None and size <= _MAPPED_MOST
         with self.lock:
@@ -389,7 +416,7 @@ class Device:
         return buf
 
     def _recycle(self, size, host, handle, memory, view):
-        if self.device is None:
+        if self.device is None or self.forked:
             return
         with self.lock:
             bucket = self.free.setdefault((size, host), [])
@@ -401,6 +428,7 @@ class Device:
 
     def write(self, buf, offset, data):
         """Host bytes into buf (which no queued work uses)."""
+        self._in_its_process()
         data = np.frombuffer(memoryview(data).cast("B"), np.uint8)
         if not data.size:
             return
@@ -414,6 +442,7 @@ class Device:
     def read_many(self, parts):
         """Copies of several (buffer, offset, nbytes), after every submission finished: one
         wait for all (a wait costs about 0.15 ms on NVIDIA's driver)."""
+        self._in_its_process()
         staged = []
         for buf, offset, nbytes in parts:
             if not buf.readable:
@@ -429,6 +458,7 @@ class Device:
         return out
 
     def fill_zero(self, buf, offset, nbytes):
+        self._in_its_process()
         # (Mapped device memory: small fills by the host, large ones by the device.)
         if buf.view is not None and (buf.readable or nbytes < _HEAVY_BYTES):
             buf.view[offset:offset + nbytes] = 0
@@ -437,6 +467,7 @@ class Device:
                                                      -(-nbytes // 4) * 4, 0), [buf])
 
     def copy(self, dst, src, nbytes, dst_offset=0, src_offset=0):
+        self._in_its_process()
         region = vk.ffi.new("VkBufferCopy*")
         region.srcOffset, region.dstOffset, region.size = src_offset, dst_offset, nbytes
         self.submit(lambda cmd: _lib.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, region),
@@ -444,6 +475,7 @@ class Device:
 
     # -- pipelines --
     def pipeline(self, key, code, n_bindings):
+        self._in_its_process()
         with self.lock:
             if key not in self.pipelines:
                 self.pipelines[key] = self._make_pipeline(code, n_bindings)
@@ -479,6 +511,7 @@ class Device:
     # -- submission --
     def dispatch(self, pipeline, bindings, n_threads, keep):
         """Run a pipeline over n_threads; bindings: [(buffer, offset, nbytes)]."""
+        self._in_its_process()
         handle, layout, set_layout = pipeline
         with self.lock:
             dset = self._descriptor_set(set_layout)
@@ -525,6 +558,7 @@ class Device:
         """Record work into the open command buffer, after a full memory barrier; it runs
         once flush() submits the buffer (at once where it is `heavy`). keep: objects the work
         uses (alive until it ends)."""
+        self._in_its_process()
         with self.lock:
             if self.batch is None:
                 # Command buffers and fences are reused: making and destroying them costs
@@ -552,6 +586,7 @@ class Device:
 
     def flush(self):
         """Submit the recorded work (closed by a barrier towards the host) with a fence."""
+        self._in_its_process()
         with self.lock:
             if self.batch is None:
                 return
@@ -590,12 +625,13 @@ class Device:
                 vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
 
     def wait_all(self):
+        self._in_its_process()
         with self.lock:
             self.flush()
             self._retire(limit=0)
 
     def close(self):
-        if self.device is None:
+        if self.device is None or self.forked:
             return
         try:
             self.wait_all()
