@@ -47,42 +47,48 @@ def sincos_pairs(stmts):
 def _sincos(stmts, caps):
     """stmts, at any depth, with each pair of sin and cos of one value that mathlib expands
     computed where the first of the two was, from one reduction (mathlib.sincos)."""
+    return _in_blocks(stmts, lambda block: _sincos_block(block, caps))
+
+
+def _sincos_block(stmts, caps):
     pairs = sincos_pairs(stmts)
     out = []
     for s in stmts:
-        if isinstance(s, (kir.For, kir.If)):
-            out.append(dataclasses.replace(s, body=_sincos(s.body, caps)))
-        elif isinstance(s, kir.While):
-            out.append(dataclasses.replace(s, cond_body=_sincos(s.cond_body, caps),
-                                           body=_sincos(s.body, caps)))
-        elif id(s) in pairs and mathlib.sincos_expansion(s.out.dtype.name, caps):
-            partner = pairs[id(s)]
-            if partner is None:
-                continue                    # computed with the first of its pair
-            sin, cos = (s, partner) if s.op == "sin" else (partner, s)
-            e = Emitter()
-            rule = mathlib.sincos_expansion(s.out.dtype.name, caps)
-            results = rule(e, e.wrap(s.args[0]))
-            pair = _define(e.stmts, results[0], sin.out) + _define([], results[1], cos.out)
-            out.extend(pair if getattr(caps, "rounded_division", True) else _refined(pair))
-        else:
+        if id(s) not in pairs or not mathlib.sincos_expansion(s.out.dtype.name, caps):
             out.append(s)
+            continue
+        partner = pairs[id(s)]
+        if partner is None:
+            continue                        # computed with the first of its pair
+        sin, cos = (s, partner) if s.op == "sin" else (partner, s)
+        e = Emitter()
+        results = mathlib.sincos_expansion(s.out.dtype.name, caps)(e, e.wrap(s.args[0]))
+        pair = _define(e.stmts, results[0], sin.out) + _define([], results[1], cos.out)
+        out.extend(pair if getattr(caps, "rounded_division", True) else _refined(pair))
     return out
+
+
+def _in_blocks(stmts, rewrite_block):
+    """stmts with rewrite_block(block) (a new list) in place of every block of statements,
+    nested ones first; it sees the For, If and While statements of its block with their own
+    blocks already rewritten, and keeps them."""
+    block = []
+    for s in stmts:
+        if isinstance(s, (kir.For, kir.If)):
+            s = dataclasses.replace(s, body=_in_blocks(s.body, rewrite_block))
+        elif isinstance(s, kir.While):
+            s = dataclasses.replace(s, cond_body=_in_blocks(s.cond_body, rewrite_block),
+                                    body=_in_blocks(s.body, rewrite_block))
+        block.append(s)
+    return rewrite_block(block)
 
 
 def _mapped(stmts, rewrite):
     """stmts with rewrite(s) (a list of statements) in place of every statement that holds
     no block, at any depth."""
-    out = []
-    for s in stmts:
-        if isinstance(s, (kir.For, kir.If)):
-            out.append(dataclasses.replace(s, body=_mapped(s.body, rewrite)))
-        elif isinstance(s, kir.While):
-            out.append(dataclasses.replace(s, cond_body=_mapped(s.cond_body, rewrite),
-                                           body=_mapped(s.body, rewrite)))
-        else:
-            out.extend(rewrite(s))
-    return out
+    return _in_blocks(stmts, lambda block: [
+        out for s in block
+        for out in ([s] if isinstance(s, (kir.For, kir.If, kir.While)) else rewrite(s))])
 
 
 def unwrap_loads(kernel):

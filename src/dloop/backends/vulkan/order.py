@@ -41,40 +41,38 @@ def _key_position(e, work, shift, tid, per_tile, tiles):
     return bucket * per_tile + (tid - tile * per_tile)
 
 
-def _counts():
-    """buf0 work, buf1 [n, shift, chunks per tile, tiles], buf2 (zeroed) the table."""
+def _over_chunk(name, visit, written):
+    """A kernel whose thread walks its chunk of CHUNK elements in order, visit(e, i, at)
+    emitting what it does with element i and its table entry `at`: buf0 work, buf1 [n,
+    shift, chunks per tile, tiles], then the `written` buffers (int64)."""
     e, tid = Emitter(), kir.KVar(_I64)
     n, shift, per_tile, tiles = (load(e, 1, kir.Const(j, _I64)) for j in range(4))
     lo, hi = chunk(e, tid, n, CHUNK)
     t = e.wrap(tid)
 
     def step(i, carry):
-        at = _key_position(e, load(e, 0, i), shift, t, per_tile, tiles)
-        e.stmts.append(kir.Store(2, at.x, (load(e, 2, at) + 1).x))
+        visit(e, i, _key_position(e, load(e, 0, i), shift, t, per_tile, tiles))
         return carry
     loop(e, lo, hi, e.const(0, _I64), step)
-    return kir.Kernel("dloop_order_counts", tid, e.stmts, [
-        kir.BufferSpec("in", _I64), kir.BufferSpec("in", _I64), kir.BufferSpec("out", _I64)])
+    buffers = [kir.BufferSpec("in", _I64), kir.BufferSpec("in", _I64)]
+    return kir.Kernel(name, tid, e.stmts, buffers + [kir.BufferSpec("out", _I64)] * written)
+
+
+def _counts():
+    """buf2 (zeroed) the table: each (key, chunk) entry counts its elements."""
+    def count(e, i, at):
+        e.stmts.append(kir.Store(2, at.x, (load(e, 2, at) + 1).x))
+    return _over_chunk("dloop_order_counts", count, 1)
 
 
 def _place():
-    """buf0 work, buf1 as _counts', buf2 the scanned table (advanced in place), buf3 (out)
-    the order."""
-    e, tid = Emitter(), kir.KVar(_I64)
-    n, shift, per_tile, tiles = (load(e, 1, kir.Const(j, _I64)) for j in range(4))
-    lo, hi = chunk(e, tid, n, CHUNK)
-    t = e.wrap(tid)
-
-    def step(i, carry):
-        at = _key_position(e, load(e, 0, i), shift, t, per_tile, tiles)
+    """buf2 the scanned table (advanced in place), buf3 (out) the order: each element at its
+    (key, chunk)'s next position."""
+    def place(e, i, at):
         position = load(e, 2, at)
         e.stmts.append(kir.Store(3, position.x, i.x))
         e.stmts.append(kir.Store(2, at.x, (position + 1).x))
-        return carry
-    loop(e, lo, hi, e.const(0, _I64), step)
-    return kir.Kernel("dloop_order_place", tid, e.stmts, [
-        kir.BufferSpec("in", _I64), kir.BufferSpec("in", _I64), kir.BufferSpec("out", _I64),
-        kir.BufferSpec("out", _I64)])
+    return _over_chunk("dloop_order_place", place, 2)
 
 
 def _group_slots():
