@@ -236,15 +236,22 @@ def test_capacities_evaluated_in_parts_match_one_thread(n):
 
 
 @pytest.mark.parametrize("n", [1, 7, 1000, 1 << 17])
-def test_extremes_are_numpy_s_in_one_pass(n):
+def test_extremes_are_numpy_s_in_one_pass(n, monkeypatch):
     """parallel.extremes: the compiled pass's least, largest and (wrapping) total are
-    NumPy's, for contiguous int64 arrays and for others (NumPy's own reductions then)."""
+    NumPy's, for contiguous int64 arrays (in one part per thread from 4 * MIN_CHUNK
+    elements) and for others (NumPy's own reductions then)."""
     rng = np.random.default_rng(n)
     values = rng.integers(-2 ** 62, 2 ** 62, n)     # sums that wrap
+    values[n // 2] = -2 ** 63                       # each extreme in a part of its own
+    values[-1] = 2 ** 63 - 1
+    compiled, parts = native.extremes, []
+    monkeypatch.setattr(native, "extremes", lambda v: parts.append(v.size) or compiled(v))
     for array in (values, values[::2], values.astype(np.int32)):
         if array.size:
             want = (int(array.min()), int(array.max()), int(array.sum(dtype=np.int64)))
             assert parallel.extremes(array) == want
+    first = [n // 4] * 4 if n == 1 << 17 else [n]      # the contiguous array's parts
+    assert parts[:len(first)] == first
 
 
 def test_extremes_are_remembered_within_one_sizing(monkeypatch):

@@ -142,12 +142,25 @@ def extremes(values):
     if hit is not None and hit[0] is values:
         return hit[1]
     if values.dtype == np.int64 and values.flags.c_contiguous:
-        found = native.extremes(values)
+        found = _native_extremes(values)
     else:
         found = int(values.min()), int(values.max()), int(values.sum(dtype=np.int64))
     if table is not None:
         table[id(values)] = values, found      # the array kept: its id is not reused
     return found
+
+
+def _native_extremes(values):
+    """native.extremes in one part per thread: one core reads about 6 GB/s on the GPU
+    machine's host, where a pass over 10^6 trip counts took 0.25 to 1.25 ms."""
+    chunks = parts(values.size, np, 4 * MIN_CHUNK)
+    if len(chunks) == 1:
+        return native.extremes(values)
+    found = run(lambda c, lo, hi: native.extremes(values[lo:hi]), chunks)
+    total = sum(f[2] for f in found)
+    # The parts' sums wrap as NumPy's int64 sum does; so does their sum, modulo 2**64.
+    wrapped = (total + (1 << 63)) % (1 << 64) - (1 << 63)
+    return min(f[0] for f in found), max(f[1] for f in found), wrapped
 
 
 def copy(dst, src, part_bytes=2 << 20, most=4):
