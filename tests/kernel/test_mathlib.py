@@ -9,7 +9,7 @@ import pytest
 from opkernels import assert_same_bits, op_kernel, run
 
 from dloop.backends.base import available, get_backend
-from dloop.kernel import kir
+from dloop.kernel import kir, mathlib32
 from dloop.kernel.legalize import legalize
 
 N = 10 ** 6
@@ -164,23 +164,46 @@ def exact_division(be):
     return be.caps.rounded_division or "llvmpipe" in be.features.name
 
 
+COMPILED = [(op, "float64") for op in UNARY + BINARY] + [("sin", "float32"), ("cos", "float32")]
+
+
 @pytest.mark.parametrize("backend", [
     pytest.param(b, marks=pytest.mark.skipif(not available(b)[0], reason=available(b)[1]))
     for b in ("cpu", "cpu-scalar", "vulkan", "cuda")])
-@pytest.mark.parametrize("op", UNARY + BINARY)
-def test_compiled_backends_agree(op, backend):
+@pytest.mark.parametrize("op,dtype", COMPILED, ids=[f"{o}-{d}" for o, d in COMPILED])
+def test_compiled_backends_agree(op, dtype, backend):
     """The bounds hold on the compiled backends, for the code legalized as for them (with
     Newton steps where division is rough), and, where their division is correctly rounded,
     with the interpreter's bits for that code. The trig points mix huge and small arguments
-    in one launch, so mathlib's branch runs for some lanes and threads only."""
+    in one launch, so mathlib's branch runs for some lanes and threads only (float32 sin and
+    cos, whose code is their own, mathlib32.py: its float64 branch from |x| = 4096)."""
     be = get_backend(backend)
-    args = [a[:100_000] for a in inputs(op, "float64")]
+    args = [a[:100_000] for a in inputs(op, dtype)]
     caps = Caps(frozenset(), be.caps.rounded_division)
-    kernel = legalize(op_kernel(op, ["float64"] * len(args), "float64"), caps)
+    kernel = legalize(op_kernel(op, [dtype] * len(args), dtype), caps)
     got = run(backend, kernel, args)
-    assert_within_bound(op, "float64", args, got, reference(op, args))
+    assert_within_bound(op, dtype, args, got, reference(op, args))
     if exact_division(be):
         assert_same_bits(got, run("interpret", kernel, args), args)
+
+
+@dataclass(frozen=True)
+class CapsWithout64(Caps):
+    float64: bool = False
+
+
+def test_float32_sin_and_cos_keep_to_float32_where_the_device_has_float64():
+    """mathlib32 reduces in float64 and takes float64's path for large arguments: a backend
+    without float64 never gets it (Vulkan renders GLSL's float32 sin there instead); one with
+    it runs the reduction's parts as float64 and the series as float32."""
+    kernel = _trig_kernel("float32", ("sin", "cos"))
+    assert mathlib32.expansion("sin", CapsWithout64(frozenset())) is None
+    assert mathlib32.sincos_expansion(CapsWithout64(frozenset())) is None
+    assert mathlib32.sincos_expansion(Caps(frozenset({("cos", "float32")}))) is None
+    ops = [s for s in legalize(kernel, NO_MATH).body if isinstance(s, kir.Assign)]
+    wide = sum(1 for s in ops if s.out.dtype == np.float64)
+    narrow = sum(1 for s in ops if s.out.dtype == np.float32)
+    assert 5 <= wide <= 15 and narrow >= 20, (wide, narrow)    # the branch's are nested
 
 
 def _trig_kernel(dtype, ops):

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from . import exactdiv, kir, mathlib
+from . import exactdiv, kir, mathlib, mathlib32
 from .core import CORE, TRANSCENDENTAL, Emitter
 
 BOOL = np.dtype(bool)
@@ -54,7 +54,8 @@ def _sincos_block(stmts, caps):
     pairs = sincos_pairs(stmts)
     out = []
     for s in stmts:
-        if id(s) not in pairs or not mathlib.sincos_expansion(s.out.dtype.name, caps):
+        rule = _sincos_rule(s.out.dtype.name, caps) if id(s) in pairs else None
+        if rule is None:
             out.append(s)
             continue
         partner = pairs[id(s)]
@@ -62,7 +63,7 @@ def _sincos_block(stmts, caps):
             continue                        # computed with the first of its pair
         sin, cos = (s, partner) if s.op == "sin" else (partner, s)
         e = Emitter()
-        results = mathlib.sincos_expansion(s.out.dtype.name, caps)(e, e.wrap(s.args[0]))
+        results = rule(e, e.wrap(s.args[0]))
         pair = _define(e.stmts, results[0], sin.out) + _define([], results[1], cos.out)
         out.extend(pair if getattr(caps, "rounded_division", True) else _refined(pair))
     return out
@@ -152,13 +153,23 @@ def _refine_division(s):
     return _define(e.stmts, refine(e, *[e.wrap(a) for a in s.args]), s.out)
 
 
+def _sincos_rule(name, caps):
+    """The rule (emitter, x) -> (sin x, cos x) for dtype `name`, or None."""
+    if name == "float32":
+        ours = mathlib32.sincos_expansion(caps)
+        if ours is not None:
+            return ours
+    return mathlib.sincos_expansion(name, caps)
+
+
 def _rule(op, dtype, out_dtype, caps):
     """The expansion of op on operands of `dtype`, or None where it is core already."""
     name = np.dtype(dtype).name
     if op in TRANSCENDENTAL:
         if (op, name) in caps.native_math:
             return None
-        return mathlib.expansion(op, name, caps)
+        ours = mathlib32.expansion(op, caps) if name == "float32" else None
+        return ours if ours is not None else mathlib.expansion(op, name, caps)
     if op == "convert":
         return _convert_rule(np.dtype(dtype), np.dtype(out_dtype))
     if _is_float(dtype):

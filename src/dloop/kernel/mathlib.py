@@ -26,7 +26,7 @@ Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
   * tanh: below 1, (e^(2x) - 1) / (e^(2x) + 1) with the series and the quotient in
     double-double; sinh, cosh, asinh, acosh, atanh: the usual expm1 / log1p identities.
 float32: the float64 code (or the backend's native float64 op) on the widened argument,
-rounded once to float32.
+rounded once to float32; but sin and cos, where the backend has float64: mathlib32.py.
 
 Measured error against NumPy (max ulps over 10^6 points per function, log-uniform magnitudes
 over the whole range plus special values; tests/kernel/test_mathlib.py keeps each within the
@@ -355,16 +355,19 @@ def _reduce_pio2(e, x):
     return rh, rl, e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)     # q mod 4 is enough
 
 
-def _sin_kernel(x, y):
+def _sin_kernel(x, y, series=None):
+    """sin(x + y) for |x| <= ~pi/4, |y| tiny; series: the Taylor terms from x^5 (SIN_SERIES;
+    shorter for float32)."""
     z = x * x
     v = z * x
-    r = _poly(z, SIN_SERIES)
+    r = _poly(z, SIN_SERIES if series is None else series)
     return x - ((z * (0.5 * y - v * r) - y) - v * SIN_S1)
 
 
-def _cos_kernel(x, y):
+def _cos_kernel(x, y, series=None):
+    """cos(x + y), as _sin_kernel; series: the terms from x^4 (COS_SERIES)."""
     z = x * x
-    r = z * _poly(z, COS_SERIES)
+    r = z * _poly(z, COS_SERIES if series is None else series)
     hz = 0.5 * z
     w = 1.0 - hz
     return w + (((1.0 - w) - hz) + (z * r - x * y))
