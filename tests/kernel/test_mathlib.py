@@ -61,7 +61,8 @@ def _special(dtype):
     v = [0.0, np.inf, np.nan, f.tiny, f.tiny / 2 ** 10, f.smallest_subnormal, f.max, 1.0,
          0.5, 2.0, 1e-300, 1e300, 709.78, 709.79, 710.5, 745.1, 745.2, 88.7, 89.0, 103.9,
          104.0, 0.34657359, 22.0, 2.0 ** 28, 2.0 ** 28 + 1, np.pi, np.pi / 2, np.pi / 4,
-         1 - 2 ** -53, 1 + 2 ** -52, 3.0, 10.0, 1e22, 4.2e8, 1e-8, 37.5, 40.0]
+         1 - 2 ** -53, 1 + 2 ** -52, 3.0, 10.0, 1e22, 4.2e8, 1e-8, 37.5, 40.0,
+         252.89820861816406]      # the float32 below 4096 nearest a multiple of pi/2
     v = np.array(v)
     with np.errstate(over="ignore"):
         return np.concatenate([v, -v]).astype(dtype)

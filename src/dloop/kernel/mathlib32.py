@@ -7,8 +7,10 @@ a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
 * k = round(x 2/pi) and r = x - k pi/2 in float64, with pi/2 in two parts of 41 bits: k has
   at most 12 bits, so each k * part is exact, and so is x - k * part1 (Sterbenz); the one
   rounding, of a difference no larger than r plus k 2^-82, keeps r's relative error near
-  2^-53 even for the float32 x closest to a multiple of pi/2. r then splits into float32
-  rh + rl.
+  2^-53, and the parts' truncation adds k 2^-83: 2^-43 of the smallest r there is (the
+  float32 below 4096 closest to a multiple of pi/2, 252.89821, is 2^-27.8 from it: found
+  by a search of every float32 in [pi/4, 4096) in 80-bit arithmetic). r then splits into
+  float32 rh + rl.
 * mathlib's kernels for sin and cos of rh + rl on [-pi/4, pi/4] in float32, with Taylor
   series to x^9 and x^10 (truncation below 2^-28 relative).
 
