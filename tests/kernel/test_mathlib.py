@@ -193,18 +193,31 @@ class CapsWithout64(Caps):
     float64: bool = False
 
 
-def test_float32_sin_and_cos_keep_to_float32_where_the_device_has_float64():
-    """mathlib32 reduces in float64 and takes float64's path for large arguments: a backend
-    without float64 never gets it (Vulkan renders GLSL's float32 sin there instead); one with
-    it runs the reduction's parts as float64 and the series as float32."""
+def test_float32_sin_and_cos_reduce_in_float64_only_where_the_device_has_it():
+    """mathlib32 reduces in float64 where the backend has it (the parts' products and one
+    difference) and runs the series in float32; without float64 it reduces in float32 and
+    leaves arguments from 4096 to the device's own sin and cos, in the branch."""
     kernel = _trig_kernel("float32", ("sin", "cos"))
-    assert mathlib32.expansion("sin", CapsWithout64(frozenset())) is None
-    assert mathlib32.sincos_expansion(CapsWithout64(frozenset())) is None
-    assert mathlib32.sincos_expansion(Caps(frozenset({("cos", "float32")}))) is None
     ops = [s for s in legalize(kernel, NO_MATH).body if isinstance(s, kir.Assign)]
     wide = sum(1 for s in ops if s.out.dtype == np.float64)
     narrow = sum(1 for s in ops if s.out.dtype == np.float32)
     assert 5 <= wide <= 15 and narrow >= 20, (wide, narrow)    # the branch's are nested
+    assert mathlib32.sincos_expansion(Caps(frozenset({("cos", "float32")}))) is None
+    alone = [s for s in kir.statements(legalize(kernel, CapsWithout64(frozenset())).body)
+             if isinstance(s, kir.Assign)]
+    assert not any(s.out.dtype == np.float64 for s in alone)
+    assert sorted(s.op for s in alone if s.op in ("sin", "cos")) == ["cos", "sin"]
+
+
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_float32_sin_and_cos_without_float64_are_within_the_bound(op):
+    """The float32 reduction, on the interpreter over the 10^6 points (arguments from 4096
+    on go to the backend's own function: NumPy's here)."""
+    args = inputs(op, "float32")
+    kernel = legalize(op_kernel(op, ["float32"], "float32"), CapsWithout64(frozenset()))
+    got = np.concatenate([run("interpret", kernel, [args[0][k:k + SLICE]])
+                          for k in range(0, args[0].size, SLICE)])
+    assert_within_bound(op, "float32", args, got, reference(op, args))
 
 
 def _trig_kernel(dtype, ops):
@@ -254,3 +267,33 @@ if __name__ == "__main__":            # prints the figures of docs/math.md
         k = int(np.argmax(err))
         print(f"{op:6} {dtype}: max {err.max():g} ulps at {[a[k] for a in args]} "
               f"(got {got[k]!r}, NumPy {want[k]!r}); mean {err.mean():.3f}")
+
+
+@pytest.fixture
+def vulkan_without_float64(monkeypatch):
+    """A Vulkan backend whose device lacks float64 (the feature masked), as 'vulkan'."""
+    ok, why = available("vulkan")
+    if not ok:
+        pytest.skip(why)
+    import dloop as dl
+    from dloop.backends import base
+    from dloop.backends.vulkan import device as vkdevice
+    from dloop.backends.vulkan.launch import VulkanBackend
+    monkeypatch.setitem(vars(dl.config), "vulkan_mask", "float64")
+    be = VulkanBackend(vkdevice.Device())
+    monkeypatch.setitem(base._instances, "vulkan", be)
+    return be
+
+
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_float32_sin_and_cos_on_a_vulkan_device_without_float64(op, vulkan_without_float64):
+    """On such a device (lavapipe, masked) float32 sin and cos below 4096 are mathlib32's:
+    1 ulp at most from the correctly rounded result, where GLSL's may be 2^-11 off; larger
+    arguments are GLSL's."""
+    be = vulkan_without_float64
+    assert (op, "float32") not in be.caps.native_math
+    x = inputs(op, "float32")[0][:200_000]
+    got = run("vulkan", op_kernel(op, ["float32"], "float32"), [x])
+    small = np.abs(x) < mathlib32.LIMIT
+    assert small.sum() > 100_000
+    assert_within_bound(op, "float32", [x[small]], got[small], reference(op, [x[small]]))

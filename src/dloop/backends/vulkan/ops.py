@@ -37,10 +37,12 @@ def native_math(features):
     """The (op, dtype) pairs rendered with GLSL.std.450. Vulkan lets drivers make these
     loose (sin: 2^-11 absolute error; lavapipe's asin is off by 2e-4), so where the device
     has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
-    float64, rounded once), matching the CPU backend; GLSL serves only devices without it."""
+    float64, rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend;
+    GLSL serves only devices without it, and there not sin and cos below 4096 (mathlib32's
+    float32 reduction, which leaves larger arguments to GLSL)."""
     if features.float64:
         return frozenset()
-    return frozenset((op, "float32") for op in NATIVE32)
+    return frozenset((op, "float32") for op in NATIVE32 if op not in ("sin", "cos"))
 _BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
                "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
 
