@@ -254,6 +254,16 @@ def test_extremes_are_numpy_s_in_one_pass(n, monkeypatch):
     assert parts[:len(first)] == first
 
 
+def test_extremes_in_parts_wrap_a_total_past_int64_as_numpy_does():
+    """Four parts of 2^62 each: each part's sum fits, their total 2^64 wraps to 0, as NumPy's
+    int64 sum does."""
+    values = np.zeros(1 << 17, np.int64)
+    values[:: 1 << 15] = 1 << 62
+    assert len(parallel.parts(values.size, np, 4 * parallel.MIN_CHUNK)) == 4
+    assert int(values.sum()) == 0
+    assert parallel.extremes(values) == (0, 1 << 62, 0)
+
+
 def test_extremes_are_remembered_within_one_sizing(monkeypatch):
     """Inside remembering() one array's extremes are computed once, however many times
     sizing asks; outside it, and for another array, again."""

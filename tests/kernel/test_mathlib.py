@@ -203,10 +203,17 @@ def test_float32_sin_and_cos_reduce_in_float64_only_where_the_device_has_it():
     narrow = sum(1 for s in ops if s.out.dtype == np.float32)
     assert 5 <= wide <= 15 and narrow >= 20, (wide, narrow)    # the branch's are nested
     assert mathlib32.sincos_expansion(Caps(frozenset({("cos", "float32")}))) is None
-    alone = [s for s in kir.statements(legalize(kernel, CapsWithout64(frozenset())).body)
-             if isinstance(s, kir.Assign)]
+    narrow = legalize(kernel, CapsWithout64(frozenset()))
+    alone = [s for s in kir.statements(narrow.body) if isinstance(s, kir.Assign)]
     assert not any(s.out.dtype == np.float64 for s in alone)
-    assert sorted(s.op for s in alone if s.op in ("sin", "cos")) == ["cos", "sin"]
+    # One reduction for the pair, and the device's own functions once each (core.py), which
+    # a second legalization leaves alone: it changes nothing.
+    assert sorted(s.op for s in alone if "sin" in s.op or "cos" in s.op) == [
+        "device_cos", "device_sin"]
+    assert sum(1 for s in alone if s.op == "round") == 1
+    for caps in (NO_MATH, CapsWithout64(frozenset())):
+        once = legalize(kernel, caps)
+        assert legalize(once, caps).body == once.body
 
 
 @pytest.mark.parametrize("op", ["sin", "cos"])
@@ -256,7 +263,31 @@ def test_sin_and_cos_of_one_value_share_one_reduction(backend, dtype, rounded):
     assert len(reductions) == 1
     got = _run_outs(backend, pair, x)
     for op, value in zip(("cos", "sin"), got):
-        alone, = _run_outs(backend, legalize(_trig_kernel(dtype, (op,)), caps), x)
+        kernel = legalize(_trig_kernel(dtype, (op,)), caps)
+        assert _rounds(kernel) == _rounds(pair)       # the branches' reductions once too
+        alone, = _run_outs(backend, kernel, x)
+        assert_same_bits(value, alone, [x])
+
+
+def _rounds(kernel):
+    return sum(1 for s in kir.statements(kernel.body) if isinstance(s, kir.Assign)
+               and s.op == "round")
+
+
+@pytest.mark.parametrize("backend", ["interpret"] + [
+    pytest.param(b, marks=pytest.mark.skipif(not available(b)[0], reason=available(b)[1]))
+    for b in ("cpu", "vulkan", "cuda")])
+def test_sin_and_cos_share_one_reduction_without_float64(backend):
+    """The same for mathlib32's float32 reduction (a device without float64), whose large
+    arguments are the backend's own sin and cos (core.py's device_sin and device_cos, which
+    every renderer has): one reduction, each result the separate one's bit for bit."""
+    caps = CapsWithout64(frozenset())
+    x = inputs("sin", "float32")[0][::10]
+    pair = legalize(_trig_kernel("float32", ("cos", "sin")), caps)
+    assert _rounds(pair) == 1
+    got = _run_outs(backend, pair, x)
+    for op, value in zip(("cos", "sin"), got):
+        alone, = _run_outs(backend, legalize(_trig_kernel("float32", (op,)), caps), x)
         assert_same_bits(value, alone, [x])
 
 

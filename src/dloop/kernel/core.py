@@ -30,6 +30,10 @@ all have directly. Operands of a binary op share one dtype; `out` is the result 
   TRANSCENDENTAL     sin ... atan2 pow: only where the backend's caps.native_math lists the
                      (op, dtype) pair; legalize replaces the others by kernel/mathlib.py code.
 
+  device_sin         float32: the backend's own sin and cos, however loose (GLSL's), never
+  device_cos         expanded: mathlib32 emits them for arguments from 4096 on backends without
+                     float64 (Vulkan on such a device); every renderer has them.
+
 Besides Assigns of these ops, legalized code may hold kir.While loops that end after one pass
 (Emitter.branch: mathlib's work for rare inputs); runs_once() recognises them, so that a
 renderer may emit a selection instead of a loop.
@@ -47,6 +51,7 @@ TRANSCENDENTAL = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "
                   "atan2")
 FLOAT_ONLY = ("div", "abs", "floor", "ceil", "trunc", "round", "sqrt", "copysign", "frem",
               "ftoi") + TRANSCENDENTAL
+DEVICE_MATH = ("device_sin", "device_cos")
 CORE = frozenset(("add", "sub", "mul", "neg", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
                   "xor", "not", "select", "idiv", "irem", "ishl", "ishr", "bitcast", "convert")
                  + FLOAT_ONLY)
@@ -93,6 +98,8 @@ EVALUATE = {
     "ftoi": lambda x, out: _ftoi(x, out),
     "bitcast": lambda x, out: _bitcast(x, out),
     "convert": lambda x, out: saturating_convert(x, out),
+    "device_sin": lambda x, out: np.sin(x),
+    "device_cos": lambda x, out: np.cos(x),
 }
 
 

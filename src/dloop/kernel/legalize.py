@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from . import exactdiv, kir, mathlib, mathlib32
-from .core import CORE, TRANSCENDENTAL, Emitter
+from .core import CORE, DEVICE_MATH, TRANSCENDENTAL, Emitter
 
 BOOL = np.dtype(bool)
 
@@ -172,6 +172,8 @@ def _rule(op, dtype, out_dtype, caps):
         return ours if ours is not None else mathlib.expansion(op, name, caps)
     if op == "convert":
         return _convert_rule(np.dtype(dtype), np.dtype(out_dtype))
+    if op in DEVICE_MATH:
+        return None
     if _is_float(dtype):
         if op in ("floordiv", "mod") and not getattr(caps, "rounded_division", True):
             return ROUGH_DIVISION_RULES[op]

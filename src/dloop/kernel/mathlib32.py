@@ -97,7 +97,7 @@ def _trig(e, x, caps, *which):
 
     def wide():
         if not _has_float64(caps):
-            return [e.op(f, x) for f in which]          # the device's own, left as they are
+            return [e.op("device_" + f, x) for f in which]       # never expanded
         # Threads that run this masked (beside a large element) get a harmless argument.
         w = e.convert(e.select(small | ~finite, LIMIT, x), m.F64)
         natives = [(f, "float64") in caps.native_math for f in which]

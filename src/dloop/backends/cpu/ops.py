@@ -7,7 +7,7 @@ every kernel first."""
 import numpy as np
 from llvmlite import ir
 
-from ...kernel.core import TRANSCENDENTAL
+from ...kernel.core import DEVICE_MATH, TRANSCENDENTAL
 from .types import is_float
 
 EMITTERS = {}
@@ -24,6 +24,8 @@ def _fp(name):
 
 for _name in TRANSCENDENTAL:
     EMITTERS[_name] = _fp(_name)
+for _name in DEVICE_MATH:                          # the backend's own sin and cos (core.py)
+    EMITTERS[_name] = _fp(_name[len("device_"):])
 
 
 def _shift(name):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ...kernel.core import TRANSCENDENTAL
+from ...kernel.core import DEVICE_MATH, TRANSCENDENTAL
 
 CTYPE = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
          "bool": "bool"}
@@ -122,6 +122,9 @@ for _name, _sym in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
     EXPR[_name] = (lambda sym: lambda a, dt, out: f"({a[0]} {sym} {a[1]})")(_sym)
 for _name in TRANSCENDENTAL + ("floor", "ceil", "trunc", "sqrt", "copysign"):
     EXPR[_name] = (lambda name: lambda a, dt, out: f"{_math(name, dt)}({', '.join(a)})")(_name)
+for _name in DEVICE_MATH:                          # the backend's own sin and cos (core.py)
+    EXPR[_name] = (lambda name: lambda a, dt, out: f"{_math(name, dt)}({a[0]})")(
+        _name[len("device_"):])
 
 
 def expr(op, args, dtype, out_dtype):

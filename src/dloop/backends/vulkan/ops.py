@@ -100,6 +100,8 @@ def emit(r, op, args, dtype, out):
         return _convert(r, args[0], dtype, out)
     if dtype == np.float32 and op in NATIVE32:
         return _math32(r, op, args)
+    if dtype == np.float32 and op in ("device_sin", "device_cos"):     # kernel/core.py
+        return _math32(r, op[len("device_"):], args)
     raise NotImplementedError(f"kernel op {op} on {dtype} in a Vulkan kernel")
 
 
