@@ -21,9 +21,10 @@ A device without float64 (Vulkan on Apple's and Intel's GPUs and many phones) re
 float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, each difference's
 rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is 2^-33 of
 the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
-float32 sin and cos (GLSL.std.450's, allowed 2^-11 absolute error: what such a device had for
-every argument before). Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it
-within MAX_ULPS)."""
+float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
+allowed 2^-11 absolute error, what such a device had for every argument before). Measured
+error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
+tools/check_trig32.py runs every positive float32 below 4096)."""
 
 from fractions import Fraction
 from math import factorial
