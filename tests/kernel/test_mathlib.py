@@ -216,13 +216,19 @@ def test_float32_sin_and_cos_reduce_in_float64_only_where_the_device_has_it():
         assert legalize(once, caps).body == once.body
 
 
-@pytest.mark.parametrize("op", ["sin", "cos"])
-def test_float32_sin_and_cos_without_float64_are_within_the_bound(op):
-    """The float32 reduction, on the interpreter over the 10^6 points (arguments from 4096
-    on go to the backend's own function: NumPy's here)."""
+NARROW = ["sin", "cos", "atan", "atan2", "asin", "acos"]
+
+
+@pytest.mark.parametrize("op", NARROW)
+def test_float32_code_without_float64_is_within_the_bound(op):
+    """mathlib32's float32-only code, on the interpreter over the 10^6 points (sin and cos
+    from 4096 on are the backend's own function: NumPy's here); no float64 value in it."""
     args = inputs(op, "float32")
-    kernel = legalize(op_kernel(op, ["float32"], "float32"), CapsWithout64(frozenset()))
-    got = np.concatenate([run("interpret", kernel, [args[0][k:k + SLICE]])
+    kernel = legalize(op_kernel(op, ["float32"] * len(args), "float32"),
+                      CapsWithout64(frozenset()))
+    assert not any(isinstance(s, kir.Assign) and s.out.dtype == np.float64
+                   for s in kir.statements(kernel.body))
+    got = np.concatenate([run("interpret", kernel, [a[k:k + SLICE] for a in args])
                           for k in range(0, args[0].size, SLICE)])
     assert_within_bound(op, "float32", args, got, reference(op, args))
 
@@ -316,15 +322,17 @@ def vulkan_without_float64(monkeypatch):
     return be
 
 
-@pytest.mark.parametrize("op", ["sin", "cos"])
-def test_float32_sin_and_cos_on_a_vulkan_device_without_float64(op, vulkan_without_float64):
-    """On such a device (lavapipe, masked) float32 sin and cos below 4096 are mathlib32's:
-    1 ulp at most from the correctly rounded result, where GLSL's may be 2^-11 off; larger
-    arguments are GLSL's."""
+@pytest.mark.parametrize("op", NARROW)
+def test_float32_code_on_a_vulkan_device_without_float64(op, vulkan_without_float64):
+    """On such a device (lavapipe, masked) float32 sin and cos below 4096, atan, atan2, asin
+    and acos are mathlib32's: 1 ulp at most from the correctly rounded result, where GLSL's
+    may be 2^-11 (sin) or 4096 ulps (atan) off; larger sin and cos arguments are GLSL's."""
     be = vulkan_without_float64
     assert (op, "float32") not in be.caps.native_math
-    x = inputs(op, "float32")[0][:200_000]
-    got = run("vulkan", op_kernel(op, ["float32"], "float32"), [x])
-    small = np.abs(x) < mathlib32.LIMIT
-    assert small.sum() > 100_000
-    assert_within_bound(op, "float32", [x[small]], got[small], reference(op, [x[small]]))
+    args = [a[:200_000] for a in inputs(op, "float32")]
+    got = run("vulkan", op_kernel(op, ["float32"] * len(args), "float32"), args)
+    kept = np.abs(args[0]) < mathlib32.LIMIT if op in ("sin", "cos") else \
+        np.ones(args[0].size, bool)
+    assert kept.sum() > 100_000
+    mine = [a[kept] for a in args]
+    assert_within_bound(op, "float32", mine, got[kept], reference(op, mine))

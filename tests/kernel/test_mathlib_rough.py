@@ -25,10 +25,15 @@ class Caps:
     rounded_division: bool = False
 
 
-def _measure(op, dtype, kernel_of=lambda k: k, n=N):
+@dataclass(frozen=True)
+class CapsWithout64(Caps):
+    float64: bool = False
+
+
+def _measure(op, dtype, kernel_of=lambda k: k, n=N, caps=Caps()):
     # The special values (which lead) and an even sample of the rest.
     args = [np.concatenate([a[:200], a[200:: a.size // n]]) for a in inputs(op, dtype)]
-    kernel = kernel_of(legalize(op_kernel(op, [dtype] * len(args), dtype), Caps()))
+    kernel = kernel_of(legalize(op_kernel(op, [dtype] * len(args), dtype), caps))
     with rough_division(3):
         got = run("interpret", kernel, args)
     err = ulps(got, reference(op, args))
@@ -40,6 +45,13 @@ def _measure(op, dtype, kernel_of=lambda k: k, n=N):
 @pytest.mark.parametrize("op", UNARY + BINARY)
 def test_within_documented_ulps_under_rough_division(op, dtype):
     assert _measure(op, dtype).max() <= MAX_ULPS[dtype][op]
+
+
+@pytest.mark.parametrize("op", ["sin", "cos", "atan", "atan2", "asin", "acos"])
+def test_float32_code_without_float64_within_bound_under_rough_division(op):
+    """kernel/mathlib32.py's float32-only code (a device without float64), its quotients
+    refined the same way."""
+    assert _measure(op, "float32", caps=CapsWithout64()).max() <= MAX_ULPS["float32"][op]
 
 
 def test_rough_division_needs_the_newton_step():

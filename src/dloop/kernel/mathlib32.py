@@ -1,5 +1,6 @@
 """STAGE 4 — float32 sin and cos computed mostly in float32, for backends that expand them
-(legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off. mathlib's float32 functions
+(legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
+float64, atan, atan2, asin and acos in float32 (GLSL allows them 4096 ulps). mathlib's float32 functions
 widen to float64 and take its double-double reduction and series to x^19: about 100
 float64 operations for sin and cos, each at float64's rate (half of float32's on an H100,
 a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
@@ -22,10 +23,12 @@ float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, each
 rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is 2^-33 of
 the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
 float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
-allowed 2^-11 absolute error, what such a device had for every argument before). Measured
-error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
+allowed 2^-11 absolute error, what such a device had for every argument before). Its atan
+family is mathlib's code in float32 pairs where mathlib has double-doubles (_atan2 below).
+Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
 tools/check_trig32.py runs every positive float32 below 4096)."""
 
+import math
 from fractions import Fraction
 from math import factorial
 
@@ -126,15 +129,135 @@ def sincos(e, x, caps):
 FLOAT32 = {"sin": sin, "cos": cos}
 
 
+# -- atan, atan2, asin, acos on devices without float64 (where GLSL allows 4096 ulps) --
+
+def _pair(hi, lo=0.0):
+    """A float64 double-double as a float32 pair: hi rounded, then the rest rounded."""
+    h = float(np.float32(hi))
+    return h, float(np.float32((hi - h) + lo))
+
+
+# atan(j/16), j = 0..16: float64's atan is within an ulp of float64, far inside a pair's 48 bits.
+ATAN_J16_32 = [_pair(math.atan(j / 16)) for j in range(17)]
+PI_32, PIO2_32 = _pair(m.PI_HI, m.PI_LO), _pair(m.PIO2_HI, m.PIO2_LO)
+ATAN_SERIES32 = [(-1.0) ** j / (2 * j + 1) for j in range(1, 4)]     # -1/3, 1/5, -1/7
+SPLIT32 = 4097.0                                         # 2^12 + 1: Veltkamp for 24 bits
+
+
+def _two_prod(a, b):
+    """(p, err) with a b = p + err exactly, for |a|, |b| < 2^115 (the split's headroom)."""
+    def split(v):
+        c = v * SPLIT32
+        hi = c - (c - v)
+        return hi, v - hi
+    p = a * b
+    (ah, al), (bh, bl) = split(a), split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _atan_unit(e, u):
+    """atan(u) as hi + lo for u in [0, 1] (mathlib._atan_unit in float32, with a table of
+    sixteenths). t = (u - c) / (1 + c u) carries its rounding errors in t_lo (the
+    denominator as an exact pair, the quotient's residual exact): float32's t alone, 1.5
+    ulps of t off, took atan to 2 ulps where t is half the result."""
+    jf = e.op("floor", u * 16.0)
+    c = jf * 0.0625
+    n = u - c                                             # exact
+    p, pe = _two_prod(c, u)
+    dh, dl = m._two_sum(e.const(1.0, F32), p)
+    t = n / dh                                            # 0 <= t < 1/16
+    r, re = _two_prod(t, dh)
+    t_lo = (((n - r) - re) - t * (dl + pe)) / dh
+    z = t * t
+    at = t + (t_lo + t * z * m._poly(z, ATAN_SERIES32))   # truncation below 2^-35 t
+    hi, lo = e.const(0.0, F32), e.const(0.0, F32)
+    for j, (h, lw) in enumerate(ATAN_J16_32[1:], start=1):
+        hit = jf.eq(float(j))
+        hi, lo = e.select(hit, h, hi), e.select(hit, lw, lo)
+    return hi, lo + at
+
+
+def _atan2(e, y, x, y_lo=None, x_lo=None):
+    """mathlib.atan2 in float32: the quotient of the smaller by the larger magnitude with its
+    rounding error, atan of it from the table, and 0, pi/2 or pi added as float32 pairs.
+    y_lo, x_lo: low words of non-negative y and x (asin and acos pass the cosine as a pair)."""
+    ax, ay = m._abs(e, x), m._abs(e, y)
+    swap = ay > ax
+    num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
+    zero = e.const(0.0, F32)
+    y_lo, x_lo = (zero if lo is None else lo for lo in (y_lo, x_lo))
+    num_lo, den_lo = e.select(swap, x_lo, y_lo), e.select(swap, y_lo, x_lo)
+    both_inf = ax.eq(m.INF) & ay.eq(m.INF)
+    degenerate = den.eq(0.0) | den.eq(m.INF)
+    # Scaled by a power of two where the split would overflow, the residual underflow, or
+    # the numerator is subnormal (a refined division keeps a rough quotient of such operands
+    # in float32: exactdiv.div_refined): the quotient of the scaled operands is the same.
+    up = (den < 2.0 ** -90) | ((num < 2.0 ** -90) & (den < 2.0 ** 60))
+    s = e.select(den > 2.0 ** 90, 2.0 ** -50, e.select(up, 2.0 ** 50, e.const(1.0, F32)))
+    sn, sd = num * s, e.select(degenerate, 1.0, den * s)
+    q = e.select(degenerate, 0.0, sn / sd)
+    p, pe = _two_prod(q, sd)
+    rest = ((sn - p) - pe) + s * (num_lo - q * den_lo)
+    q_lo = e.select(degenerate | (sn < 2.0 ** -90), 0.0, rest / sd)
+    hi, lo = _atan_unit(e, q)
+    lo = lo + q_lo / (1.0 + q * q)
+    left = e.bitcast(x, I32) < 0
+    flip = swap ^ left
+    hi, lo = e.select(flip, -hi, hi), e.select(flip, -lo, lo)
+    base_hi = e.select(swap, PIO2_32[0], e.select(left, PI_32[0], zero))
+    base_lo = e.select(swap, PIO2_32[1], e.select(left, PI_32[1], zero))
+    sh, se = m._two_sum(base_hi, hi)                      # hi's rounding kept: se
+    a = sh + ((se + base_lo) + lo)
+    a = e.select(both_inf, e.select(left, float(np.float32(3 * m.PIO4)),
+                                    e.const(m.PIO4, F32)), a)
+    out = e.op("copysign", a, y)
+    return e.select(m._isnan(x) | m._isnan(y), x + y, out)
+
+
+def _cosine_of_asin(e, x):
+    """sqrt(1 - x^2) as a float32 pair (NaN for |x| > 1)."""
+    ax = m._abs(e, x)
+    x2h, x2l = _two_prod(ax, ax)
+    wh, wl = m._two_sum(e.const(1.0, F32), -x2h)
+    wl = wl - x2l
+    ch = e.op("sqrt", wh)
+    p, pe = _two_prod(ch, ch)
+    cl = e.select(ch > 0.0, (((wh - p) - pe) + wl) / (2.0 * ch), e.const(0.0, F32))
+    return ch, cl
+
+
+def atan2(e, y, x, caps):
+    return _atan2(e, y, x)
+
+
+def atan(e, x, caps):
+    return m._tiny(e, x, _atan2(e, x, e.const(1.0, F32)), 2.0 ** -12)
+
+
+def asin(e, x, caps):
+    ch, cl = _cosine_of_asin(e, x)
+    return m._tiny(e, x, _atan2(e, x, ch, x_lo=cl), 2.0 ** -12)
+
+
+def acos(e, x, caps):
+    ch, cl = _cosine_of_asin(e, x)
+    return _atan2(e, ch, x, y_lo=cl)
+
+
+# Without float64 only: with it, mathlib's widened code rounds once.
+NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos}
+
+
 def _has_float64(caps):
     return getattr(caps, "float64", True)
 
 
 def expansion(op, caps):
-    """The rule (emitter, x) for float32 `op`, or None where mathlib's applies."""
-    if op not in FLOAT32:
+    """The rule (emitter, *args) for float32 `op`, or None where mathlib's applies."""
+    rule = FLOAT32.get(op) or (NARROW.get(op) if not _has_float64(caps) else None)
+    if rule is None:
         return None
-    return lambda e, x: FLOAT32[op](e, x, caps)
+    return lambda e, *args: rule(e, *args, caps)
 
 
 def sincos_expansion(caps):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...errors import DloopNotImplementedError
 from ...source import user_location
+from ...kernel.mathlib32 import FLOAT32, NARROW
 from .rough import rough, rough_div
 from .spirv import GLSL, Capability
 
@@ -28,6 +29,7 @@ _GLSL_UNARY = {"abs": "FAbs", "floor": "Floor", "ceil": "Ceil", "trunc": "Trunc"
 # GLSL.std.450 functions that define the transcendental on its whole domain for float32.
 _GLSL_MATH = {"sin": "Sin", "cos": "Cos", "tan": "Tan", "atan": "Atan", "sinh": "Sinh",
               "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "exp": "Exp"}
+FLOAT32_SOFTWARE = frozenset(FLOAT32) | frozenset(NARROW)   # mathlib32's, without float64
 NATIVE32 = frozenset(("sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp",
                       "asin", "acos", "acosh", "atanh", "log", "log2", "log10", "log1p",
                       "expm1", "pow", "atan2"))
@@ -38,11 +40,11 @@ def native_math(features):
     loose (sin: 2^-11 absolute error; lavapipe's asin is off by 2e-4), so where the device
     has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
     float64, rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend;
-    GLSL serves only devices without it, and there not sin and cos below 4096 (mathlib32's
-    float32 reduction, which leaves larger arguments to GLSL)."""
+    GLSL serves only devices without it, and there not sin, cos (below 4096), atan, atan2,
+    asin and acos (GLSL's 4096 ulps), which mathlib32 computes in float32."""
     if features.float64:
         return frozenset()
-    return frozenset((op, "float32") for op in NATIVE32 if op not in ("sin", "cos"))
+    return frozenset((op, "float32") for op in NATIVE32 if op not in FLOAT32_SOFTWARE)
 _BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
                "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
 
