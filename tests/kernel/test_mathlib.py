@@ -333,6 +333,11 @@ def test_float32_code_on_a_vulkan_device_without_float64(op, vulkan_without_floa
     got = run("vulkan", op_kernel(op, ["float32"] * len(args), "float32"), args)
     kept = np.abs(args[0]) < mathlib32.LIMIT if op in ("sin", "cos") else \
         np.ones(args[0].size, bool)
-    assert kept.sum() > 100_000
+    if not be.features.denorm_preserve32:
+        # A device that flushes float32 subnormals (NVIDIA's driver) computes with zeros.
+        tiny = np.finfo(np.float32).tiny
+        for a in args + [reference(op, args)]:
+            kept &= ~((a != 0) & (np.abs(a) < tiny))
+    assert kept.sum() > 50_000
     mine = [a[kept] for a in args]
     assert_within_bound(op, "float32", mine, got[kept], reference(op, mine))
