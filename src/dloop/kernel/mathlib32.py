@@ -1,6 +1,6 @@
 """STAGE 4 — float32 sin and cos computed mostly in float32, for backends that expand them
 (legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
-float64, atan, atan2, asin and acos in float32 (GLSL allows them 4096 ulps). mathlib's float32 functions
+float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp and log in float32. mathlib's float32 functions
 widen to float64 and take its double-double reduction and series to x^19: about 100
 float64 operations for sin and cos, each at float64's rate (half of float32's on an H100,
 a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
@@ -24,7 +24,8 @@ rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is
 the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
 float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
 allowed 2^-11 absolute error, what such a device had for every argument before). Its atan
-family is mathlib's code in float32 pairs where mathlib has double-doubles (_atan2 below).
+family, exp and log are mathlib's code in float32, with pairs where mathlib has
+double-doubles.
 Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
 tools/check_trig32.py runs every positive float32 below 4096)."""
 
@@ -244,8 +245,62 @@ def acos(e, x, caps):
     return _atan2(e, ch, x, y_lo=cl)
 
 
+# -- exp and log on devices without float64 (GLSL: 3 + 2|x| ulps; 2^-21 absolute near 1) --
+
+# ln 2 (mathlib's two parts, summed exactly) with a 16-bit head: k ln2_hi is exact for
+# every |k| < 2^8, which float32's exponents are.
+LN2_32 = _split(Fraction(m.LN2_HI) + Fraction(m.LN2_LO), (16, 24))
+EXP_SERIES32 = [1.0 / factorial(n) for n in range(2, 9)]        # 1/2! .. 1/8!
+LOG_SERIES32 = [2.0 / (2 * j + 1) for j in range(1, 6)]         # 2/3 .. 2/11
+SQRT2_32 = float(np.float32(m.SQRT2))
+
+
+def _pow2(e, k):
+    """2^k for an int32 k in [-126, 127], from the exponent field."""
+    return e.bitcast(e.op("ishl", k + 127, 23), F32)
+
+
+def exp(e, x, caps):
+    """mathlib.exp in float32: x = k ln2 + r (the first difference exact), e^r - 1 by Taylor
+    to r^8 (|r| <= ln2 / 2: truncation below 2^-30) with r's rounding error, then 2^k in two
+    exact halves, so that overflow and subnormal results round once."""
+    xc = e.select(m._isnan(x), 0.0, e.select(x > 89.0, 89.0, e.select(x < -104.0, -104.0, x)))
+    kf = e.op("round", xc * m.LOG2E)
+    hi = xc - kf * LN2_32[0]
+    lo = kf * LN2_32[1]
+    r = hi - lo
+    corr = (hi - r) - lo
+    p = r + r * r * m._poly(r, EXP_SERIES32)
+    em = p + (corr + corr * p)
+    k = e.op("ftoi", kf, dtype=I32)
+    half = e.op("ishr", k, 1)
+    out = (1.0 + em) * _pow2(e, half) * _pow2(e, k - half)
+    return e.select(m._isnan(x), x, out)
+
+
+def log(e, x, caps):
+    """mathlib.log in float32: x = 2^k (1 + f) from the bits (subnormals scaled by 2^24
+    first), 1 + f in [sqrt(2)/2, sqrt(2)), log(1 + f) = 2 atanh(f / (2 + f)) by its series to
+    s^11, combined as f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay small."""
+    ok = (x > 0.0) & (x < m.INF)
+    xs = e.select(ok, x, 1.0)
+    sub = xs < 2.0 ** -126
+    ix = e.bitcast(e.select(sub, xs * 2.0 ** 24, xs), I32)
+    k = e.op("ishr", ix, 23) - e.select(sub, e.const(127 + 24, I32), 127)
+    mant = e.bitcast((ix & 0x007FFFFF) | 0x3F800000, F32)
+    big = mant > SQRT2_32
+    mant = e.select(big, mant * 0.5, mant)
+    kf = e.convert(k + e.select(big, e.const(1, I32), 0), F32)
+    f = mant - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    hfsq, r = 0.5 * f * f, z * m._poly(z, LOG_SERIES32)
+    out = kf * LN2_32[0] + (f - (hfsq - (s * (hfsq + r) + kf * LN2_32[1])))
+    return m._log_special(e, x, ok, out)
+
+
 # Without float64 only: with it, mathlib's widened code rounds once.
-NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos}
+NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos, "exp": exp, "log": log}
 
 
 def _has_float64(caps):
