@@ -215,17 +215,22 @@ def expm1(e, x):
 
 # -- log --
 
-def _log_parts(e, x):
-    """x positive, finite (subnormal too): (k, f) with x = 2^k (1 + f), 1 + f in
-    [sqrt(2)/2, sqrt(2))."""
-    sub = x < 2.0 ** -1022
-    ix = e.bitcast(e.select(sub, x * 2.0 ** 54, x), I64)
-    k = e.op("ishr", ix, 52) - e.select(sub, e.const(1023 + 54, I64), 1023)
-    m = e.bitcast((ix & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000, F64)
+# float dtype -> (integer of its width, fraction bits, exponent bias, subnormals' pre-scale)
+_FORMATS = {F64: (I64, 52, 1023, 54), F32: (np.dtype(np.int32), 23, 127, 24)}
+
+
+def log_parts(e, x):
+    """x positive, finite (subnormal too), float64 or float32 (mathlib32's log): (k, f) with
+    x = 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), k as a float."""
+    int_t, bits, bias, pre = _FORMATS[x.dtype]
+    sub = x < 2.0 ** (1 - bias)
+    ix = e.bitcast(e.select(sub, x * 2.0 ** pre, x), int_t)
+    k = e.op("ishr", ix, bits) - e.select(sub, e.const(bias + pre, int_t), bias)
+    m = e.bitcast((ix & ((1 << bits) - 1)) | (bias << bits), x.dtype)
     big = m > SQRT2
     m = e.select(big, m * 0.5, m)
-    k = k + e.select(big, e.const(1, I64), 0)
-    return e.convert(k, F64), m - 1.0
+    k = k + e.select(big, e.const(1, int_t), 0)
+    return e.convert(k, x.dtype), m - 1.0
 
 
 def _log1p_terms(f):
@@ -248,7 +253,7 @@ def _positive(e, x):
 
 def log(e, x):
     ok, xs = _positive(e, x)
-    kf, f = _log_parts(e, xs)
+    kf, f = log_parts(e, xs)
     hfsq, s, r = _log1p_terms(f)
     out = kf * LN2_HI + (f - (hfsq - (s * (hfsq + r) + kf * LN2_LO)))
     return _log_special(e, x, ok, out)
@@ -258,7 +263,7 @@ def log1p(e, x):
     ok = (x > -1.0) & (x < INF)
     xs = e.select(ok, x, 0.0)
     u, err = _two_sum(e.const(1.0, F64), xs)              # 1 + x = u + err exactly
-    kf, f = _log_parts(e, u)
+    kf, f = log_parts(e, u)
     near = (xs > SQRT2 / 2 - 1) & (xs < SQRT2 - 1)        # then f = x exactly, k = 0
     f = e.select(near, xs, f)
     kf = e.select(near, 0.0, kf)
@@ -271,7 +276,7 @@ def log1p(e, x):
 def _log_split(e, x):
     """log(x) / ln(base) needs the log1p part as hi + lo with hi of 21 bits."""
     ok, xs = _positive(e, x)
-    kf, f = _log_parts(e, xs)
+    kf, f = log_parts(e, xs)
     hfsq, s, r = _log1p_terms(f)
     hi = e.bitcast(e.bitcast(f - hfsq, I64) & -(1 << 32), F64)
     lo = (f - hi) - hfsq + s * (hfsq + r)
@@ -301,7 +306,7 @@ def log10(e, x):
 
 def _log_dd(e, x):
     """log(x) as a double-double, for x positive and finite."""
-    kf, f = _log_parts(e, x)
+    kf, f = log_parts(e, x)
     d = 2.0 + f
     dl = f - (d - 2.0)                                    # d + dl = 2 + f exactly
     sh = f / d
@@ -472,17 +477,23 @@ def _atan_unit(e, u):
     return hi, lo + at
 
 
-def atan2(e, y, x, y_lo=None, x_lo=None):
-    """y_lo and x_lo: low words of non-negative y and x (asin and acos pass the cosine as a
-    double-double), so that the quotient's correction includes them."""
+def atan2_operands(e, y, x, y_lo, x_lo):
+    """atan2's operands, the smaller magnitude over the larger, in x's dtype (mathlib32's
+    float32 atan2 too): (swap, num, den, num_lo, den_lo, both infinite, den 0 or infinite).
+    y_lo, x_lo: low words of non-negative y and x, or None."""
     ax, ay = _abs(e, x), _abs(e, y)
     swap = ay > ax
     num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
-    zero = e.const(0.0, F64)
+    zero = e.const(0.0, x.dtype)
     y_lo, x_lo = (zero if lo is None else lo for lo in (y_lo, x_lo))
     num_lo, den_lo = e.select(swap, x_lo, y_lo), e.select(swap, y_lo, x_lo)
-    both_inf = ax.eq(INF) & ay.eq(INF)
-    degenerate = den.eq(0.0) | den.eq(INF)
+    return swap, num, den, num_lo, den_lo, ax.eq(INF) & ay.eq(INF), den.eq(0.0) | den.eq(INF)
+
+
+def atan2(e, y, x, y_lo=None, x_lo=None):
+    """y_lo and x_lo: low words of non-negative y and x (asin and acos pass the cosine as a
+    double-double), so that the quotient's correction includes them."""
+    swap, num, den, num_lo, den_lo, both_inf, degenerate = atan2_operands(e, y, x, y_lo, x_lo)
     q = e.select(degenerate, 0.0, num / e.select(degenerate, 1.0, den))
     # The quotient's rounding error, from operands scaled so that splitting cannot overflow.
     s = e.select(den > 2.0 ** 900, 2.0 ** -600, e.select(den < 2.0 ** -900, 2.0 ** 600,

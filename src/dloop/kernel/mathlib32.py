@@ -1,9 +1,9 @@
 """STAGE 4 — float32 sin and cos computed mostly in float32, for backends that expand them
 (legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
-float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp and log in float32. mathlib's float32 functions
-widen to float64 and take its double-double reduction and series to x^19: about 100
-float64 operations for sin and cos, each at float64's rate (half of float32's on an H100,
-a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
+float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp and log in float32.
+mathlib's float32 functions widen to float64 and take its double-double reduction and series
+to x^19: about 100 float64 operations for sin and cos, each at float64's rate (half of
+float32's on an H100, a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
 
 * k = round(x 2/pi) and r = x - k pi/2 in float64, with pi/2 in two parts of 41 bits: k has
   at most 12 bits, so each k * part is exact, and so is x - k * part1 (Sterbenz); the one
@@ -182,14 +182,8 @@ def _atan2(e, y, x, y_lo=None, x_lo=None):
     """mathlib.atan2 in float32: the quotient of the smaller by the larger magnitude with its
     rounding error, atan of it from the table, and 0, pi/2 or pi added as float32 pairs.
     y_lo, x_lo: low words of non-negative y and x (asin and acos pass the cosine as a pair)."""
-    ax, ay = m._abs(e, x), m._abs(e, y)
-    swap = ay > ax
-    num, den = e.select(swap, ax, ay), e.select(swap, ay, ax)
+    swap, num, den, num_lo, den_lo, both_inf, degenerate = m.atan2_operands(e, y, x, y_lo, x_lo)
     zero = e.const(0.0, F32)
-    y_lo, x_lo = (zero if lo is None else lo for lo in (y_lo, x_lo))
-    num_lo, den_lo = e.select(swap, x_lo, y_lo), e.select(swap, y_lo, x_lo)
-    both_inf = ax.eq(m.INF) & ay.eq(m.INF)
-    degenerate = den.eq(0.0) | den.eq(m.INF)
     # Scaled by a power of two where the split would overflow, the residual underflow, or
     # the numerator is subnormal (a refined division keeps a rough quotient of such operands
     # in float32: exactdiv.div_refined): the quotient of the scaled operands is the same.
@@ -252,7 +246,6 @@ def acos(e, x, caps):
 LN2_32 = _split(Fraction(m.LN2_HI) + Fraction(m.LN2_LO), (16, 24))
 EXP_SERIES32 = [1.0 / factorial(n) for n in range(2, 9)]        # 1/2! .. 1/8!
 LOG_SERIES32 = [2.0 / (2 * j + 1) for j in range(1, 6)]         # 2/3 .. 2/11
-SQRT2_32 = float(np.float32(m.SQRT2))
 
 
 def _pow2(e, k):
@@ -283,15 +276,7 @@ def log(e, x, caps):
     first), 1 + f in [sqrt(2)/2, sqrt(2)), log(1 + f) = 2 atanh(f / (2 + f)) by its series to
     s^11, combined as f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay small."""
     ok = (x > 0.0) & (x < m.INF)
-    xs = e.select(ok, x, 1.0)
-    sub = xs < 2.0 ** -126
-    ix = e.bitcast(e.select(sub, xs * 2.0 ** 24, xs), I32)
-    k = e.op("ishr", ix, 23) - e.select(sub, e.const(127 + 24, I32), 127)
-    mant = e.bitcast((ix & 0x007FFFFF) | 0x3F800000, F32)
-    big = mant > SQRT2_32
-    mant = e.select(big, mant * 0.5, mant)
-    kf = e.convert(k + e.select(big, e.const(1, I32), 0), F32)
-    f = mant - 1.0
+    kf, f = m.log_parts(e, e.select(ok, x, 1.0))
     s = f / (2.0 + f)
     z = s * s
     hfsq, r = 0.5 * f * f, z * m._poly(z, LOG_SERIES32)
