@@ -216,7 +216,7 @@ def test_float32_sin_and_cos_reduce_in_float64_only_where_the_device_has_it():
         assert legalize(once, caps).body == once.body
 
 
-NARROW = ["sin", "cos", "atan", "atan2", "asin", "acos", "exp", "log"]
+NARROW = ["sin", "cos", "atan", "atan2", "asin", "acos", "exp", "log", "expm1", "log1p"]
 
 
 @pytest.mark.parametrize("op", NARROW)
@@ -325,7 +325,7 @@ def vulkan_without_float64(monkeypatch):
 @pytest.mark.parametrize("op", NARROW)
 def test_float32_code_on_a_vulkan_device_without_float64(op, vulkan_without_float64):
     """On such a device (lavapipe, masked) float32 sin and cos below 4096, atan, atan2, asin,
-    acos, exp and log are mathlib32's: 1 ulp at most from the correctly rounded result, where
+    acos, exp, log, expm1 and log1p are mathlib32's: 1 ulp at most from the correctly rounded result, where
     GLSL's may be 2^-11 (sin), 4096 ulps (atan), 3 + 2|x| ulps (exp) or 2^-21 (log near 1)
     off; larger sin and cos arguments are GLSL's."""
     be = vulkan_without_float64

@@ -47,7 +47,8 @@ def test_within_documented_ulps_under_rough_division(op, dtype):
     assert _measure(op, dtype).max() <= MAX_ULPS[dtype][op]
 
 
-@pytest.mark.parametrize("op", ["sin", "cos", "atan", "atan2", "asin", "acos", "exp", "log"])
+@pytest.mark.parametrize("op", ["sin", "cos", "atan", "atan2", "asin", "acos", "exp", "log",
+                                "expm1", "log1p"])
 def test_float32_code_without_float64_within_bound_under_rough_division(op):
     """kernel/mathlib32.py's float32-only code (a device without float64), its quotients
     refined the same way."""

@@ -1,9 +1,9 @@
 """STAGE 4 — float32 sin and cos computed mostly in float32, for backends that expand them
 (legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
-float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp and log in float32.
-mathlib's float32 functions widen to float64 and take its double-double reduction and series
-to x^19: about 100 float64 operations for sin and cos, each at float64's rate (half of
-float32's on an H100, a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
+float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp, log, expm1 and log1p in
+float32. mathlib's float32 functions widen to float64 and take its double-double reduction
+and series to x^19: about 100 float64 operations for sin and cos, each at float64's rate
+(half of float32's on an H100, a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
 
 * k = round(x 2/pi) and r = x - k pi/2 in float64, with pi/2 in two parts of 41 bits: k has
   at most 12 bits, so each k * part is exact, and so is x - k * part1 (Sterbenz); the one
@@ -23,8 +23,8 @@ float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, each
 rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is 2^-33 of
 the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
 float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
-allowed 2^-11 absolute error, what such a device had for every argument before). Its atan
-family, exp and log are mathlib's code in float32, with pairs where mathlib has
+allowed 2^-11 absolute error, what such a device had for every argument before). Its atan,
+exp and log families are mathlib's code in float32, with pairs where mathlib has
 double-doubles.
 Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
 tools/check_trig32.py runs every positive float32 below 4096)."""
@@ -245,6 +245,7 @@ def acos(e, x, caps):
 # every |k| < 2^8, which float32's exponents are.
 LN2_32 = _split(Fraction(m.LN2_HI) + Fraction(m.LN2_LO), (16, 24))
 EXP_SERIES32 = [1.0 / factorial(n) for n in range(2, 9)]        # 1/2! .. 1/8!
+EXPM1_SERIES32 = [1.0 / factorial(n) for n in range(2, 11)]     # 1/2! .. 1/10!: |r| < 1/2
 LOG_SERIES32 = [2.0 / (2 * j + 1) for j in range(1, 6)]         # 2/3 .. 2/11
 
 
@@ -253,39 +254,83 @@ def _pow2(e, k):
     return e.bitcast(e.op("ishl", k + 127, 23), F32)
 
 
+def _exp_reduce(e, xc, series, direct_below=None):
+    """mathlib._exp_reduce in float32, for finite xc: (em, k, k as a float) with
+    e^xc = (1 + em) 2^k; k = 0 where |xc| < direct_below (the series covers it)."""
+    kf = e.op("round", xc * m.LOG2E)
+    if direct_below is not None:
+        kf = e.select(m._abs(e, xc) < direct_below, 0.0, kf)
+    hi = xc - kf * LN2_32[0]                              # exact
+    lo = kf * LN2_32[1]
+    r = hi - lo
+    corr = (hi - r) - lo
+    p = r + r * r * m._poly(r, series)
+    return p + (corr + corr * p), e.op("ftoi", kf, dtype=I32), kf
+
+
+def _scale(e, y, k):
+    """y 2^k for an int32 |k| <= 254, rounding once: two exact halves."""
+    half = e.op("ishr", k, 1)
+    return y * _pow2(e, half) * _pow2(e, k - half)
+
+
 def exp(e, x, caps):
     """mathlib.exp in float32: x = k ln2 + r (the first difference exact), e^r - 1 by Taylor
     to r^8 (|r| <= ln2 / 2: truncation below 2^-30) with r's rounding error, then 2^k in two
     exact halves, so that overflow and subnormal results round once."""
     xc = e.select(m._isnan(x), 0.0, e.select(x > 89.0, 89.0, e.select(x < -104.0, -104.0, x)))
-    kf = e.op("round", xc * m.LOG2E)
-    hi = xc - kf * LN2_32[0]
-    lo = kf * LN2_32[1]
-    r = hi - lo
-    corr = (hi - r) - lo
-    p = r + r * r * m._poly(r, EXP_SERIES32)
-    em = p + (corr + corr * p)
-    k = e.op("ftoi", kf, dtype=I32)
-    half = e.op("ishr", k, 1)
-    out = (1.0 + em) * _pow2(e, half) * _pow2(e, k - half)
-    return e.select(m._isnan(x), x, out)
+    em, k, _ = _exp_reduce(e, xc, EXP_SERIES32)
+    return e.select(m._isnan(x), x, _scale(e, 1.0 + em, k))
 
 
-def log(e, x, caps):
-    """mathlib.log in float32: x = 2^k (1 + f) from the bits (subnormals scaled by 2^24
-    first), 1 + f in [sqrt(2)/2, sqrt(2)), log(1 + f) = 2 atanh(f / (2 + f)) by its series to
-    s^11, combined as f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay small."""
-    ok = (x > 0.0) & (x < m.INF)
-    kf, f = m.log_parts(e, e.select(ok, x, 1.0))
+def expm1(e, x, caps):
+    """mathlib.expm1 in float32: |x| < 1/2 by the series alone (to r^10), else e^x - 1 as
+    2^k (em + 1 - 2^-k) or 2^k em + (2^k - 1), whichever does not cancel; from 18, e^x."""
+    xc = e.select(m._isnan(x), 0.0, e.select(x > 89.0, 89.0, e.select(x < -18.0, -18.0, x)))
+    em, k, kf = _exp_reduce(e, xc, EXPM1_SERIES32, direct_below=0.5)
+    t = _pow2(e, e.select(k < 30, k, 30))
+    above = t * (em + (1.0 - _pow2(e, e.select(k < 30, -k, -30))))   # k >= 1: no cancel
+    below = t * em + (t - 1.0)                                        # k <= 0
+    out = e.select(xc > 18.0, _scale(e, 1.0 + em, k), e.select(kf >= 1.0, above, below))
+    return e.select(m._isnan(x), x, m._tiny(e, x, out, 2.0 ** -24))
+
+
+def _log_tail(f, kf, c=None):
+    """log(2^k (1 + f)) from f and k: 2 atanh(f / (2 + f)) by its series to s^11, combined as
+    f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay small; c: a correction to f."""
     s = f / (2.0 + f)
     z = s * s
     hfsq, r = 0.5 * f * f, z * m._poly(z, LOG_SERIES32)
-    out = kf * LN2_32[0] + (f - (hfsq - (s * (hfsq + r) + kf * LN2_32[1])))
-    return m._log_special(e, x, ok, out)
+    low = kf * LN2_32[1] if c is None else kf * LN2_32[1] + c
+    return kf * LN2_32[0] + (f - (hfsq - (s * (hfsq + r) + low)))
+
+
+def log(e, x, caps):
+    """mathlib.log in float32: x = 2^k (1 + f) from the bits (subnormals scaled first),
+    1 + f in [sqrt(2)/2, sqrt(2))."""
+    ok = (x > 0.0) & (x < m.INF)
+    kf, f = m.log_parts(e, e.select(ok, x, 1.0))
+    return m._log_special(e, x, ok, _log_tail(f, kf))
+
+
+def log1p(e, x, caps):
+    """mathlib.log1p in float32: 1 + x = u + err exactly; f = x itself where 1 + x needs no
+    power of two, else u's, with err / u as the correction."""
+    ok = (x > -1.0) & (x < m.INF)
+    xs = e.select(ok, x, 0.0)
+    u, err = m._two_sum(e.const(1.0, F32), xs)
+    kf, f = m.log_parts(e, u)
+    near = (xs > m.SQRT2 / 2 - 1) & (xs < m.SQRT2 - 1)   # then k = 0 and f = x exactly
+    f = e.select(near, xs, f)
+    kf = e.select(near, 0.0, kf)
+    c = e.select(near, 0.0, err / u)
+    out = m._log_special(e, x, ok, _log_tail(f, kf, c), zero_at=-1.0)
+    return m._tiny(e, x, out, 2.0 ** -24)
 
 
 # Without float64 only: with it, mathlib's widened code rounds once.
-NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos, "exp": exp, "log": log}
+NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos, "exp": exp, "log": log,
+          "expm1": expm1, "log1p": log1p}
 
 
 def _has_float64(caps):
