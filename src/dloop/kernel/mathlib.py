@@ -26,13 +26,17 @@ Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
   * tanh: below 1, (e^(2x) - 1) / (e^(2x) + 1) with the series and the quotient in
     double-double; sinh, cosh, asinh, acosh, atanh: the usual expm1 / log1p identities.
 float32: the float64 code (or the backend's native float64 op) on the widened argument,
-rounded once to float32; but sin and cos, where the backend has float64: mathlib32.py.
+rounded once to float32; but sin and cos, where the backend has float64: mathlib32.py. Where
+it has not, mathlib32 runs exp, expm1, log and log1p from here in float32's own format
+(FORMATS: its constants, series and ranges).
 
 Measured error against NumPy (max ulps over 10^6 points per function, log-uniform magnitudes
 over the whole range plus special values; tests/kernel/test_mathlib.py keeps each within the
 bound in MAX_ULPS): see docs/math.md.
 """
 
+from dataclasses import dataclass
+from fractions import Fraction
 from math import factorial
 
 import numpy as np
@@ -91,6 +95,50 @@ LOG_SERIES5 = LOG_SERIES[1:]                              # 2/5, 2/7, ...
 ATAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 10)]  # -1/3, 1/5, ..., 1/19
 
 
+def split_bits(value, widths):
+    """value (a Fraction) as floats of `widths` significant bits each, greedily: their sum
+    is value to within the last part's rounding."""
+    parts = []
+    for bits in widths:
+        scale = Fraction(2) ** (bits - 1 - (value.numerator.bit_length()
+                                            - value.denominator.bit_length()))
+        parts.append(float(Fraction(round(value * scale)) / scale))   # exact: <= 53 bits
+        value -= Fraction(parts[-1])
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Format:
+    """What the code that works on a float's bits, and exp and log, need of its format
+    (float32's: mathlib32 runs exp and log in it on devices without float64)."""
+    int_t: np.dtype          # the integer of its width
+    bits: int                # fraction bits
+    bias: int                # exponent bias
+    pre: int                 # subnormals are scaled by 2^pre before their bits are read
+    split: float             # Veltkamp's 2^ceil(p / 2) + 1 (_two_prod)
+    ln2: tuple               # (head, tail), k * head exact for every exponent k
+    exp_series: list         # e^r - 1 from r^2 for |r| <= ln2 / 2
+    expm1_series: list       # the same for |r| < 1/2
+    log_series: list         # 2 atanh(s) / s - 2 from s^2 for |s| <= 0.172
+    exp_range: tuple         # e^x is 0 below the first, infinite above the second
+    expm1_range: tuple       # e^x - 1 is -1 below the first, e^x above the second
+    expm1_cap: int           # 2^-k is below e^x - 1's ulp from k = expm1_cap
+    tiny: float              # log1p(x) and expm1(x) round to x below it
+
+
+FORMATS = {
+    F64: Format(I64, 52, 1023, 54, 134217729.0, (LN2_HI, LN2_LO), EXP_SERIES, EXP_SERIES,
+                LOG_SERIES, (-746.0, 710.0), (-40.0, 40.0), 60, 2.0 ** -54),
+    # ln 2 with a 16-bit head: k * head is exact for every float32 exponent (|k| < 2^8).
+    F32: Format(np.dtype(np.int32), 23, 127, 24, 4097.0,
+                split_bits(Fraction(LN2_HI) + Fraction(LN2_LO), (16, 24)),
+                [1.0 / factorial(n) for n in range(2, 9)],         # to r^8: below 2^-30
+                [1.0 / factorial(n) for n in range(2, 11)],        # to r^10
+                [2.0 / (2 * j + 1) for j in range(1, 6)],          # to s^11
+                (-104.0, 89.0), (-18.0, 18.0), 30, 2.0 ** -24),
+}
+
+
 # -- small helpers over core.V values (float64 unless named) --
 
 def _poly(x, coeffs):
@@ -122,15 +170,18 @@ def _tiny(e, x, result, bound=2.0 ** -54):
     return e.select(_abs(e, x) < bound, x, result)
 
 
-def _pow2(e, k):
-    """2^k for an int64 k in [-1022, 1023], built from the exponent field."""
-    return e.bitcast(e.op("ishl", k + 1023, 52), F64)
+def _pow2(e, k, dtype=F64):
+    """2^k of `dtype` for an integer k (of its width) in its normal exponents, built from
+    the exponent field."""
+    fmt = FORMATS[np.dtype(dtype)]
+    return e.bitcast(e.op("ishl", k + fmt.bias, fmt.bits), dtype)
 
 
 def _scale(e, y, k):
-    """y * 2^k for y in [0.5, 2) and |k| <= 1078, rounding once: two exact halves."""
+    """y * 2^k for y in [0.5, 2) and k up to twice the exponent range (|k| <= 1078 in
+    float64), rounding once: two exact halves."""
     k1 = e.op("ishr", k, 1)
-    return y * _pow2(e, k1) * _pow2(e, k - k1)
+    return y * _pow2(e, k1, y.dtype) * _pow2(e, k - k1, y.dtype)
 
 
 def _rem_pow2(e, x, p):
@@ -160,7 +211,7 @@ def _fast_two_sum(a, b):
 
 
 def _split(a):
-    c = a * 134217729.0                                   # 2^27 + 1: Veltkamp
+    c = a * FORMATS[a.dtype].split                        # Veltkamp
     hi = c - (c - a)
     return hi, a - hi
 
@@ -179,18 +230,21 @@ def _dd_add(a, b):
 
 # -- exp --
 
-def _exp_reduce(e, hi_in, lo_in=None, direct_below=None):
-    """For finite |x| <= 746, x = hi_in + lo_in: (em, k, k as float) with e^x = (1 + em) 2^k.
-    k = 0 where |x| < direct_below (<= 1/2, which the series covers): no cancellation."""
+def _exp_reduce(e, hi_in, lo_in=None, direct_below=None, series=None):
+    """For finite x = hi_in + lo_in within the format's exp_range: (em, k, k as float) with
+    e^x = (1 + em) 2^k. k = 0 where |x| < direct_below (<= 1/2, which the series, by default
+    the format's exp_series, covers): no cancellation."""
+    fmt = FORMATS[hi_in.dtype]
+    ln2_hi, ln2_lo = fmt.ln2
     kf = e.op("round", hi_in * LOG2E)
     if direct_below is not None:
         kf = e.select(_abs(e, hi_in) < direct_below, 0.0, kf)
-    hi = hi_in - kf * LN2_HI                              # exact
-    lo = kf * LN2_LO if lo_in is None else kf * LN2_LO - lo_in
+    hi = hi_in - kf * ln2_hi                              # exact
+    lo = kf * ln2_lo if lo_in is None else kf * ln2_lo - lo_in
     r = hi - lo
     corr = (hi - r) - lo
-    p = r + r * r * _poly(r, EXP_SERIES)
-    return p + (corr + corr * p), e.op("ftoi", kf, dtype=I64), kf
+    p = r + r * r * _poly(r, fmt.exp_series if series is None else series)
+    return p + (corr + corr * p), e.op("ftoi", kf, dtype=fmt.int_t), kf
 
 
 def _clamp_exp_arg(e, x, lo, hi):
@@ -198,31 +252,30 @@ def _clamp_exp_arg(e, x, lo, hi):
 
 
 def exp(e, x):
-    em, k, _ = _exp_reduce(e, _clamp_exp_arg(e, x, -746.0, 710.0))
+    em, k, _ = _exp_reduce(e, _clamp_exp_arg(e, x, *FORMATS[x.dtype].exp_range))
     return e.select(_isnan(x), x, _scale(e, 1.0 + em, k))
 
 
 def expm1(e, x):
-    xc = _clamp_exp_arg(e, x, -40.0, 710.0)
-    em, k, kf = _exp_reduce(e, xc, direct_below=0.5)
-    t = _pow2(e, e.select(k < 60, k, 60))
-    above = t * (em + (1.0 - _pow2(e, e.select(k < 60, -k, -60))))   # k >= 1: no cancel
+    fmt = FORMATS[x.dtype]
+    (lo, big_from), cap = fmt.expm1_range, fmt.expm1_cap
+    xc = _clamp_exp_arg(e, x, lo, fmt.exp_range[1])
+    em, k, kf = _exp_reduce(e, xc, direct_below=0.5, series=fmt.expm1_series)
+    t = _pow2(e, e.select(k < cap, k, cap), x.dtype)
+    above = t * (em + (1.0 - _pow2(e, e.select(k < cap, -k, -cap), x.dtype)))  # k >= 1
     below = t * em + (t - 1.0)                                        # k <= 0
     big = _scale(e, 1.0 + em, k)                                      # e^x - 1 == e^x
-    out = e.select(xc > 40.0, big, e.select(kf >= 1.0, above, below))
-    return e.select(_isnan(x), x, _tiny(e, x, out))
+    out = e.select(xc > big_from, big, e.select(kf >= 1.0, above, below))
+    return e.select(_isnan(x), x, _tiny(e, x, out, fmt.tiny))
 
 
 # -- log --
 
-# float dtype -> (integer of its width, fraction bits, exponent bias, subnormals' pre-scale)
-_FORMATS = {F64: (I64, 52, 1023, 54), F32: (np.dtype(np.int32), 23, 127, 24)}
-
-
 def log_parts(e, x):
-    """x positive, finite (subnormal too), float64 or float32 (mathlib32's log): (k, f) with
-    x = 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), k as a float."""
-    int_t, bits, bias, pre = _FORMATS[x.dtype]
+    """x positive, finite (subnormal too): (k, f) with x = 2^k (1 + f), 1 + f in
+    [sqrt(2)/2, sqrt(2)), k as a float."""
+    fmt = FORMATS[x.dtype]
+    int_t, bits, bias, pre = fmt.int_t, fmt.bits, fmt.bias, fmt.pre
     sub = x < 2.0 ** (1 - bias)
     ix = e.bitcast(e.select(sub, x * 2.0 ** pre, x), int_t)
     k = e.op("ishr", ix, bits) - e.select(sub, e.const(bias + pre, int_t), bias)
@@ -237,7 +290,7 @@ def _log1p_terms(f):
     """(hfsq, s, R): log(1 + f) = f - (hfsq - s (hfsq + R))."""
     s = f / (2.0 + f)
     z = s * s
-    return 0.5 * f * f, s, z * _poly(z, LOG_SERIES)
+    return 0.5 * f * f, s, z * _poly(z, FORMATS[f.dtype].log_series)
 
 
 def _log_special(e, x, ok, out, zero_at=0.0):
@@ -255,22 +308,24 @@ def log(e, x):
     ok, xs = _positive(e, x)
     kf, f = log_parts(e, xs)
     hfsq, s, r = _log1p_terms(f)
-    out = kf * LN2_HI + (f - (hfsq - (s * (hfsq + r) + kf * LN2_LO)))
+    ln2_hi, ln2_lo = FORMATS[x.dtype].ln2
+    out = kf * ln2_hi + (f - (hfsq - (s * (hfsq + r) + kf * ln2_lo)))
     return _log_special(e, x, ok, out)
 
 
 def log1p(e, x):
+    fmt = FORMATS[x.dtype]
     ok = (x > -1.0) & (x < INF)
     xs = e.select(ok, x, 0.0)
-    u, err = _two_sum(e.const(1.0, F64), xs)              # 1 + x = u + err exactly
+    u, err = _two_sum(e.const(1.0, x.dtype), xs)          # 1 + x = u + err exactly
     kf, f = log_parts(e, u)
     near = (xs > SQRT2 / 2 - 1) & (xs < SQRT2 - 1)        # then f = x exactly, k = 0
     f = e.select(near, xs, f)
     kf = e.select(near, 0.0, kf)
     c = e.select(near, 0.0, err / u)
     hfsq, s, r = _log1p_terms(f)
-    out = kf * LN2_HI + (f - (hfsq - (s * (hfsq + r) + (kf * LN2_LO + c))))
-    return _tiny(e, x, _log_special(e, x, ok, out, zero_at=-1.0))
+    out = kf * fmt.ln2[0] + (f - (hfsq - (s * (hfsq + r) + (kf * fmt.ln2[1] + c))))
+    return _tiny(e, x, _log_special(e, x, ok, out, zero_at=-1.0), fmt.tiny)
 
 
 def _log_split(e, x):

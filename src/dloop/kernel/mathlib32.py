@@ -23,9 +23,9 @@ float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, each
 rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is 2^-33 of
 the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
 float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
-allowed 2^-11 absolute error, what such a device had for every argument before). Its atan,
-exp and log families are mathlib's code in float32, with pairs where mathlib has
-double-doubles.
+allowed 2^-11 absolute error, what such a device had for every argument before). Its atan
+family is mathlib's code in float32 pairs where mathlib has double-doubles; exp, expm1, log
+and log1p are mathlib's functions themselves, in float32's format (mathlib.FORMATS).
 Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;
 tools/check_trig32.py runs every positive float32 below 4096)."""
 
@@ -41,22 +41,11 @@ F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 LIMIT = 4096.0                 # |k| <= round(4096 * 2/pi) = 2608 < 2^12
 
 
-def _split(value, widths):
-    """value (a Fraction) as floats of `widths` significant bits each, greedily."""
-    parts = []
-    for bits in widths:
-        scale = Fraction(2) ** (bits - 1 - (value.numerator.bit_length()
-                                            - value.denominator.bit_length()))
-        parts.append(float(Fraction(round(value * scale)) / scale))   # exact: <= 53 bits
-        value -= Fraction(parts[-1])
-    return tuple(parts)
-
-
 # pi/2 to 168 bits (mathlib's seven float64 parts, summed exactly), in two 41-bit parts for
 # the float64 reduction, and in float32 parts for the float32 one.
 PIO2 = sum(map(Fraction, m.PIO2_PARTS))
-PIO2_PARTS41 = _split(PIO2, (41, 41))
-PIO2_PARTS12 = _split(PIO2, (12, 12, 12, 12, 24))
+PIO2_PARTS41 = m.split_bits(PIO2, (41, 41))
+PIO2_PARTS12 = m.split_bits(PIO2, (12, 12, 12, 12, 24))
 assert all(float(np.float32(p)) == p for p in PIO2_PARTS12)
 INVPIO2_32 = float(np.float32(m.INVPIO2))
 SIN_SERIES32 = [(-1.0) ** j / factorial(2 * j + 1) for j in range(2, 5)]   # 1/5! .. 1/9!
@@ -142,20 +131,6 @@ def _pair(hi, lo=0.0):
 ATAN_J16_32 = [_pair(math.atan(j / 16)) for j in range(17)]
 PI_32, PIO2_32 = _pair(m.PI_HI, m.PI_LO), _pair(m.PIO2_HI, m.PIO2_LO)
 ATAN_SERIES32 = [(-1.0) ** j / (2 * j + 1) for j in range(1, 4)]     # -1/3, 1/5, -1/7
-SPLIT32 = 4097.0                                         # 2^12 + 1: Veltkamp for 24 bits
-
-
-def _two_prod(a, b):
-    """(p, err) with a b = p + err exactly, for |a|, |b| < 2^115 (the split's headroom)."""
-    def split(v):
-        c = v * SPLIT32
-        hi = c - (c - v)
-        return hi, v - hi
-    p = a * b
-    (ah, al), (bh, bl) = split(a), split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
 def _atan_unit(e, u):
     """atan(u) as hi + lo for u in [0, 1] (mathlib._atan_unit in float32, with a table of
     sixteenths). t = (u - c) / (1 + c u) carries its rounding errors in t_lo (the
@@ -164,10 +139,10 @@ def _atan_unit(e, u):
     jf = e.op("floor", u * 16.0)
     c = jf * 0.0625
     n = u - c                                             # exact
-    p, pe = _two_prod(c, u)
+    p, pe = m._two_prod(c, u)
     dh, dl = m._two_sum(e.const(1.0, F32), p)
     t = n / dh                                            # 0 <= t < 1/16
-    r, re = _two_prod(t, dh)
+    r, re = m._two_prod(t, dh)
     t_lo = (((n - r) - re) - t * (dl + pe)) / dh
     z = t * t
     at = t + (t_lo + t * z * m._poly(z, ATAN_SERIES32))   # truncation below 2^-35 t
@@ -191,7 +166,7 @@ def _atan2(e, y, x, y_lo=None, x_lo=None):
     s = e.select(den > 2.0 ** 90, 2.0 ** -50, e.select(up, 2.0 ** 50, e.const(1.0, F32)))
     sn, sd = num * s, e.select(degenerate, 1.0, den * s)
     q = e.select(degenerate, 0.0, sn / sd)
-    p, pe = _two_prod(q, sd)
+    p, pe = m._two_prod(q, sd)
     rest = ((sn - p) - pe) + s * (num_lo - q * den_lo)
     q_lo = e.select(degenerate | (sn < 2.0 ** -90), 0.0, rest / sd)
     hi, lo = _atan_unit(e, q)
@@ -212,125 +187,33 @@ def _atan2(e, y, x, y_lo=None, x_lo=None):
 def _cosine_of_asin(e, x):
     """sqrt(1 - x^2) as a float32 pair (NaN for |x| > 1)."""
     ax = m._abs(e, x)
-    x2h, x2l = _two_prod(ax, ax)
+    x2h, x2l = m._two_prod(ax, ax)
     wh, wl = m._two_sum(e.const(1.0, F32), -x2h)
     wl = wl - x2l
     ch = e.op("sqrt", wh)
-    p, pe = _two_prod(ch, ch)
+    p, pe = m._two_prod(ch, ch)
     cl = e.select(ch > 0.0, (((wh - p) - pe) + wl) / (2.0 * ch), e.const(0.0, F32))
     return ch, cl
 
 
-def atan2(e, y, x, caps):
-    return _atan2(e, y, x)
-
-
-def atan(e, x, caps):
+def atan(e, x):
     return m._tiny(e, x, _atan2(e, x, e.const(1.0, F32)), 2.0 ** -12)
 
 
-def asin(e, x, caps):
+def asin(e, x):
     ch, cl = _cosine_of_asin(e, x)
     return m._tiny(e, x, _atan2(e, x, ch, x_lo=cl), 2.0 ** -12)
 
 
-def acos(e, x, caps):
+def acos(e, x):
     ch, cl = _cosine_of_asin(e, x)
     return _atan2(e, ch, x, y_lo=cl)
 
 
-# -- exp and log on devices without float64 (GLSL: 3 + 2|x| ulps; 2^-21 absolute near 1) --
-
-# ln 2 (mathlib's two parts, summed exactly) with a 16-bit head: k ln2_hi is exact for
-# every |k| < 2^8, which float32's exponents are.
-LN2_32 = _split(Fraction(m.LN2_HI) + Fraction(m.LN2_LO), (16, 24))
-EXP_SERIES32 = [1.0 / factorial(n) for n in range(2, 9)]        # 1/2! .. 1/8!
-EXPM1_SERIES32 = [1.0 / factorial(n) for n in range(2, 11)]     # 1/2! .. 1/10!: |r| < 1/2
-LOG_SERIES32 = [2.0 / (2 * j + 1) for j in range(1, 6)]         # 2/3 .. 2/11
-
-
-def _pow2(e, k):
-    """2^k for an int32 k in [-126, 127], from the exponent field."""
-    return e.bitcast(e.op("ishl", k + 127, 23), F32)
-
-
-def _exp_reduce(e, xc, series, direct_below=None):
-    """mathlib._exp_reduce in float32, for finite xc: (em, k, k as a float) with
-    e^xc = (1 + em) 2^k; k = 0 where |xc| < direct_below (the series covers it)."""
-    kf = e.op("round", xc * m.LOG2E)
-    if direct_below is not None:
-        kf = e.select(m._abs(e, xc) < direct_below, 0.0, kf)
-    hi = xc - kf * LN2_32[0]                              # exact
-    lo = kf * LN2_32[1]
-    r = hi - lo
-    corr = (hi - r) - lo
-    p = r + r * r * m._poly(r, series)
-    return p + (corr + corr * p), e.op("ftoi", kf, dtype=I32), kf
-
-
-def _scale(e, y, k):
-    """y 2^k for an int32 |k| <= 254, rounding once: two exact halves."""
-    half = e.op("ishr", k, 1)
-    return y * _pow2(e, half) * _pow2(e, k - half)
-
-
-def exp(e, x, caps):
-    """mathlib.exp in float32: x = k ln2 + r (the first difference exact), e^r - 1 by Taylor
-    to r^8 (|r| <= ln2 / 2: truncation below 2^-30) with r's rounding error, then 2^k in two
-    exact halves, so that overflow and subnormal results round once."""
-    xc = e.select(m._isnan(x), 0.0, e.select(x > 89.0, 89.0, e.select(x < -104.0, -104.0, x)))
-    em, k, _ = _exp_reduce(e, xc, EXP_SERIES32)
-    return e.select(m._isnan(x), x, _scale(e, 1.0 + em, k))
-
-
-def expm1(e, x, caps):
-    """mathlib.expm1 in float32: |x| < 1/2 by the series alone (to r^10), else e^x - 1 as
-    2^k (em + 1 - 2^-k) or 2^k em + (2^k - 1), whichever does not cancel; from 18, e^x."""
-    xc = e.select(m._isnan(x), 0.0, e.select(x > 89.0, 89.0, e.select(x < -18.0, -18.0, x)))
-    em, k, kf = _exp_reduce(e, xc, EXPM1_SERIES32, direct_below=0.5)
-    t = _pow2(e, e.select(k < 30, k, 30))
-    above = t * (em + (1.0 - _pow2(e, e.select(k < 30, -k, -30))))   # k >= 1: no cancel
-    below = t * em + (t - 1.0)                                        # k <= 0
-    out = e.select(xc > 18.0, _scale(e, 1.0 + em, k), e.select(kf >= 1.0, above, below))
-    return e.select(m._isnan(x), x, m._tiny(e, x, out, 2.0 ** -24))
-
-
-def _log_tail(f, kf, c=None):
-    """log(2^k (1 + f)) from f and k: 2 atanh(f / (2 + f)) by its series to s^11, combined as
-    f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay small; c: a correction to f."""
-    s = f / (2.0 + f)
-    z = s * s
-    hfsq, r = 0.5 * f * f, z * m._poly(z, LOG_SERIES32)
-    low = kf * LN2_32[1] if c is None else kf * LN2_32[1] + c
-    return kf * LN2_32[0] + (f - (hfsq - (s * (hfsq + r) + low)))
-
-
-def log(e, x, caps):
-    """mathlib.log in float32: x = 2^k (1 + f) from the bits (subnormals scaled first),
-    1 + f in [sqrt(2)/2, sqrt(2))."""
-    ok = (x > 0.0) & (x < m.INF)
-    kf, f = m.log_parts(e, e.select(ok, x, 1.0))
-    return m._log_special(e, x, ok, _log_tail(f, kf))
-
-
-def log1p(e, x, caps):
-    """mathlib.log1p in float32: 1 + x = u + err exactly; f = x itself where 1 + x needs no
-    power of two, else u's, with err / u as the correction."""
-    ok = (x > -1.0) & (x < m.INF)
-    xs = e.select(ok, x, 0.0)
-    u, err = m._two_sum(e.const(1.0, F32), xs)
-    kf, f = m.log_parts(e, u)
-    near = (xs > m.SQRT2 / 2 - 1) & (xs < m.SQRT2 - 1)   # then k = 0 and f = x exactly
-    f = e.select(near, xs, f)
-    kf = e.select(near, 0.0, kf)
-    c = e.select(near, 0.0, err / u)
-    out = m._log_special(e, x, ok, _log_tail(f, kf, c), zero_at=-1.0)
-    return m._tiny(e, x, out, 2.0 ** -24)
-
-
-# Without float64 only: with it, mathlib's widened code rounds once.
-NARROW = {"atan": atan, "atan2": atan2, "asin": asin, "acos": acos, "exp": exp, "log": log,
-          "expm1": expm1, "log1p": log1p}
+# Without float64 only: with it, mathlib's widened code rounds once. exp and its kin are
+# mathlib's own code, in float32's format (mathlib.FORMATS).
+NARROW = {"atan": atan, "atan2": _atan2, "asin": asin, "acos": acos, "exp": m.exp,
+          "log": m.log, "expm1": m.expm1, "log1p": m.log1p}
 
 
 def _has_float64(caps):
@@ -339,10 +222,9 @@ def _has_float64(caps):
 
 def expansion(op, caps):
     """The rule (emitter, *args) for float32 `op`, or None where mathlib's applies."""
-    rule = FLOAT32.get(op) or (NARROW.get(op) if not _has_float64(caps) else None)
-    if rule is None:
-        return None
-    return lambda e, *args: rule(e, *args, caps)
+    if op in FLOAT32:
+        return lambda e, x: FLOAT32[op](e, x, caps)
+    return NARROW.get(op) if not _has_float64(caps) else None
 
 
 def sincos_expansion(caps):
