@@ -486,14 +486,18 @@ def _trig(e, x, *which):
     s, c = _sin_kernel(rh, rl), _cos_kernel(rh, rl)
     outs = []
     for f in which:
-        if f == "tan":
-            out = e.select((q & 1).ne(0), -c / s, s / c)
-        else:
-            quadrant = q + (1 if f == "cos" else 0)
-            out = e.select((quadrant & 1).ne(0), c, s)
-            out = e.select((quadrant & 2).ne(0), -out, out)
+        out = e.select((q & 1).ne(0), -c / s, s / c) if f == "tan" else \
+            by_quadrant(e, f, q, s, c)
         outs.append(e.select(finite, out, x - x))
     return outs
+
+
+def by_quadrant(e, f, q, s, c):
+    """sin ("sin") or cos ("cos") of x = (4n + q) pi/2 + r from s = sin r and c = cos r (also
+    mathlib32's, for its float32 kernels)."""
+    quadrant = q + (1 if f == "cos" else 0)
+    out = e.select((quadrant & 1).ne(0), c, s)
+    return e.select((quadrant & 2).ne(0), -out, out)
 
 
 def sin(e, x):

@@ -83,11 +83,7 @@ def _trig(e, x, caps, *which):
     rh, rl, q = _reduce(e, e.select(small, x, 0.0), caps)
     s = m._sin_kernel(rh, rl, SIN_SERIES32)
     c = m._cos_kernel(rh, rl, COS_SERIES32)
-    outs = []
-    for f in which:
-        quadrant = q + (1 if f == "cos" else 0)
-        out = e.select((quadrant & 1).ne(0), c, s)
-        outs.append(e.select((quadrant & 2).ne(0), -out, out))
+    outs = [m.by_quadrant(e, f, q, s, c) for f in which]
 
     def wide():
         if not _has_float64(caps):
