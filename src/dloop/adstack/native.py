@@ -1,12 +1,13 @@
 """Host sizing's per-element loops in machine code: the prefix sum of slice starts, the
 interleaved layout's group maxima and placement, the 8-bit counting sort that orders
-elements by work, and the least, largest and total of the trip counts in one pass. In NumPy each is several passes with temporaries, and NumPy's cumsum is a
-generic accumulate loop (about 3.5 ns per int64 element on the 2-core Xeon of
-docs/benchmarks.md: 0.7 ms for W2's 200,000 slice starts, as long as its taped forward
-kernel's pushes). These loops, compiled once per process by the cpu backend's LLVM, make one
-pass each at about memory speed, and ctypes releases the GIL for the whole call, so
-parallel.py's chunks run side by side on every core instead of taking turns between NumPy
-calls. Arrays are 1-D, contiguous int64; `order` may be None (element order)."""
+elements by work, and the least, largest and total of the trip counts in one pass. In NumPy
+each is several passes with temporaries, and NumPy's cumsum is a generic accumulate loop
+(about 3.5 ns per int64 element on the 2-core Xeon of docs/benchmarks.md: 0.7 ms for W2's
+200,000 slice starts, as long as its taped forward kernel's pushes). These loops, compiled
+once per process by the cpu backend's LLVM, make one pass each at about memory speed, and
+ctypes releases the GIL for the whole call, so parallel.py's chunks run side by side on
+every core instead of taking turns between NumPy calls. Arrays are 1-D, contiguous int64;
+`order` may be None (element order)."""
 
 import ctypes
 import os
