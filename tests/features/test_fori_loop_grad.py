@@ -230,3 +230,29 @@ def test_grad_computes_no_value_it_discards(backend, monkeypatch):
         v = np.where(live, v * 0.9 + 0.01 * v * v, v)
     assert_close(g, d, rtol=1e-13)
     assert_close(value, v.sum(), rtol=1e-13)
+
+
+def test_per_element_lower_and_upper_bounds_index_in_body(backend):
+    """Reversed loops whose lanes run different spans from different starts (empty and
+    inverted ones included) in each vector group: every element sees its own indices hi - 1
+    down to lo, in the order the forward sweep ran them forward."""
+    rng = np.random.default_rng(7)
+    size = 203
+    x = rng.uniform(0.2, 1.5, size)
+    lo = rng.integers(-5, 20, size)
+    hi = lo + rng.integers(-3, 30, size)
+
+    def step(i, v, x):
+        return v * np.cos(0.1 * i) + 0.2 * np.sin(v * x + 0.05 * i)
+
+    def ref(x):
+        out = x.copy()
+        for j in range(size):
+            v = x[j]
+            for i in range(lo[j], hi[j]):
+                v = step(i, v, x[j])
+            out[j] = v
+        return out
+
+    g = dl.grad(lambda x: dl.fori_loop(lo, hi, lambda i, v: step(i, v, x), x).sum())(x)
+    assert_close(g, _elementwise_fd(ref, x), rtol=1e-6)

@@ -283,31 +283,65 @@ class SimdRenderer:
         return phis
 
     def do_For(self, s):
+        if s.reverse:
+            return self._reversed_for(s)
         b, outer = self.b, self.mask
         lo, hi = self.val(s.lo), self.val(s.hi)
-        one = splat(lo.type, 1)
-        first = b.sub(hi, one) if s.reverse else lo
         pre = b.block
         header, body, done = (self.fn.append_basic_block(n) for n in ("for", "for.body",
                                                                         "for.end"))
         b.branch(header)
         b.position_at_end(header)
         k = b.phi(lo.type)
-        k.add_incoming(first, pre)
+        k.add_incoming(lo, pre)
         phis = self._phis(s.carries, s.inits, pre)
-        inside = b.icmp_signed(">=", k, lo) if s.reverse else b.icmp_signed("<", k, hi)
-        active = b.and_(outer, inside)
+        active = b.and_(outer, b.icmp_signed("<", k, hi))
         b.cbranch(self.any(active), body, done)
         b.position_at_end(body)
+        self._loop_body(s, k, active, phis)
+        k.add_incoming(b.add(k, splat(lo.type, 1)), b.block)
+        b.branch(header)
+        self._loop_end(s, done, outer, phis)
+
+    def _reversed_for(self, s):
+        """A reversed loop (a reverse sweep's) aligned at its top: step t of the group's
+        longest span runs every lane at k = lo + t whose span exceeds t, so the lanes that
+        pushed slot t together in the forward sweep pop it together, one vector load from
+        interleaved tapes where lanes ending together would read different depths."""
+        b, outer = self.b, self.mask
+        lo, hi = self.val(s.lo), self.val(s.hi)
+        span = b.select(outer, b.sub(hi, lo), ir.Constant(lo.type, None))
+        bits = lo.type.element.width
+        widest = self.function(f"llvm.vector.reduce.smax.v{self.W}i{bits}",
+                               lo.type.element, [lo.type])
+        pre = b.block
+        first = b.sub(b.call(widest, [span]), ir.Constant(lo.type.element, 1))
+        header, body, done = (self.fn.append_basic_block(n) for n in ("for", "for.body",
+                                                                        "for.end"))
+        b.branch(header)
+        b.position_at_end(header)
+        t = b.phi(lo.type.element)
+        t.add_incoming(first, pre)
+        phis = self._phis(s.carries, s.inits, pre)
+        b.cbranch(b.icmp_signed(">=", t, ir.Constant(t.type, 0)), body, done)
+        b.position_at_end(body)
+        step = self._splat(t)
+        active = b.and_(outer, b.icmp_signed("<", step, span))
+        self._loop_body(s, b.add(lo, step), active, phis)
+        t.add_incoming(b.sub(t, ir.Constant(t.type, 1)), b.block)
+        b.branch(header)
+        self._loop_end(s, done, outer, phis)
+
+    def _loop_body(self, s, k, active, phis):
         self.env[s.index] = k
         self.mask = active
         self.block(s.body)
         merged = self._merge(active, s.yields, phis)
-        k.add_incoming(b.sub(k, one) if s.reverse else b.add(k, one), b.block)
         for phi, m in zip(phis, merged):
-            phi.add_incoming(m, b.block)
-        b.branch(header)
-        b.position_at_end(done)
+            phi.add_incoming(m, self.b.block)
+
+    def _loop_end(self, s, done, outer, phis):
+        self.b.position_at_end(done)
         self.mask = outer
         for out, phi in zip(s.outs, phis):
             self.env[out] = phi
