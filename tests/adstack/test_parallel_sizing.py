@@ -82,7 +82,7 @@ def test_sampled_padding_counts_each_sampled_group(lanes):
 
 
 @pytest.mark.parametrize("n", [0, 1, 999, 4001, 12345])
-@pytest.mark.parametrize("lanes", [4, 8])
+@pytest.mark.parametrize("lanes", [3, 4, 8, 16])    # 3: the per-lane loops only
 @pytest.mark.parametrize("ordered", [False, True])
 def test_interleaved_layout_in_parts_matches_one_pass(n, lanes, ordered):
     """Each group of `lanes` threads (in run order) shares its largest capacity; groups'

@@ -243,6 +243,87 @@ done:
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 """
 
+# The interleaved layout's two loops over threads in element order (order null), one group
+# of `lanes` per iteration as a <lanes x i64> vector: the loops above take about 2 cycles
+# per element with their per-lane branches (0.14 and 0.12 ms for W2's 200,000 elements).
+# [lo, hi) holds whole groups; each returns what the loop above would, and dloop_group_fill
+# the slot after the groups it placed.
+_VECTOR_IR = """
+define i64 @dloop_group_maxima_v{L}(ptr noalias %cap, i64 %lo, i64 %hi, ptr noalias %top,
+                                    ptr noalias %exact) {{
+entry:
+  %any = icmp slt i64 %lo, %hi
+  br i1 %any, label %group, label %done
+group:
+  %t = phi i64 [%lo, %entry], [%t.next, %group]
+  %g = phi i64 [0, %entry], [%g.next, %group]
+  %padded = phi i64 [0, %entry], [%padded.next, %group]
+  %sum = phi <{L} x i64> [zeroinitializer, %entry], [%sum.next, %group]
+  %at = getelementptr i64, ptr %cap, i64 %t
+  %c = load <{L} x i64>, ptr %at, align 8
+  %m = call i64 @llvm.vector.reduce.smax.v{L}i64(<{L} x i64> %c)
+  %slot = getelementptr i64, ptr %top, i64 %g
+  store i64 %m, ptr %slot
+  %wide = mul i64 %m, {L}
+  %padded.next = add i64 %padded, %wide
+  %sum.next = add <{L} x i64> %sum, %c
+  %g.next = add i64 %g, 1
+  %t.next = add i64 %t, {L}
+  %again = icmp slt i64 %t.next, %hi
+  br i1 %again, label %group, label %done
+done:
+  %padded.all = phi i64 [0, %entry], [%padded.next, %group]
+  %sums = phi <{L} x i64> [zeroinitializer, %entry], [%sum.next, %group]
+  %sum.all = call i64 @llvm.vector.reduce.add.v{L}i64(<{L} x i64> %sums)
+  %before = load i64, ptr %exact
+  %after = add i64 %before, %sum.all
+  store i64 %after, ptr %exact
+  ret i64 %padded.all
+}}
+
+define i64 @dloop_group_fill_v{L}(ptr noalias %top, i64 %lo, i64 %hi, i64 %offset,
+                                  ptr noalias %start, ptr noalias %raised) {{
+entry:
+  %any = icmp slt i64 %lo, %hi
+  %keep = icmp eq ptr %raised, null
+  br i1 %any, label %group, label %done
+group:
+  %t = phi i64 [%lo, %entry], [%t.next, %group.end]
+  %g = phi i64 [0, %entry], [%g.next, %group.end]
+  %first = phi i64 [%offset, %entry], [%first.next, %group.end]
+  %slot = getelementptr i64, ptr %top, i64 %g
+  %c = load i64, ptr %slot
+  %one = insertelement <{L} x i64> poison, i64 %first, i64 0
+  %firsts = shufflevector <{L} x i64> %one, <{L} x i64> poison, <{L} x i32> zeroinitializer
+  %s = add <{L} x i64> %firsts, <{STEPS}>
+  %at = getelementptr i64, ptr %start, i64 %t
+  store <{L} x i64> %s, ptr %at, align 8
+  br i1 %keep, label %group.end, label %raise
+raise:
+  %cone = insertelement <{L} x i64> poison, i64 %c, i64 0
+  %cs = shufflevector <{L} x i64> %cone, <{L} x i64> poison, <{L} x i32> zeroinitializer
+  %r = getelementptr i64, ptr %raised, i64 %t
+  store <{L} x i64> %cs, ptr %r, align 8
+  br label %group.end
+group.end:
+  %wide = mul i64 %c, {L}
+  %first.next = add i64 %first, %wide
+  %g.next = add i64 %g, 1
+  %t.next = add i64 %t, {L}
+  %again = icmp slt i64 %t.next, %hi
+  br i1 %again, label %group, label %done
+done:
+  %end = phi i64 [%offset, %entry], [%first.next, %group.end]
+  ret i64 %end
+}}
+
+declare i64 @llvm.vector.reduce.smax.v{L}i64(<{L} x i64>)
+declare i64 @llvm.vector.reduce.add.v{L}i64(<{L} x i64>)
+"""
+VECTOR_LANES = (4, 8, 16)
+_IR += "".join(_VECTOR_IR.format(L=lanes, STEPS=", ".join(f"i64 {k}" for k in range(lanes)))
+               for lanes in VECTOR_LANES)
+
 _lock = threading.Lock()
 _functions = {}
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
@@ -250,7 +331,11 @@ _SIGNATURES = {"dloop_scan": (_I64, [_PTR, _PTR, _I64, _I64, _I64, _I64]),
                "dloop_group_maxima": (_I64, [_PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR]),
                "dloop_group_place": (None, [_PTR, _PTR, _I64, _I64, _I64, _I64, _PTR, _PTR]),
                "dloop_order_part": (None, [_PTR, _I64, _I64, _I64, _PTR]),
-               "dloop_extremes": (None, [_PTR, _I64, _PTR])}
+               "dloop_extremes": (None, [_PTR, _I64, _PTR]),
+               **{f"dloop_group_maxima_v{lanes}": (_I64, [_PTR, _I64, _I64, _PTR, _PTR])
+                  for lanes in VECTOR_LANES},
+               **{f"dloop_group_fill_v{lanes}": (_I64, [_PTR, _I64, _I64, _I64, _PTR, _PTR])
+                  for lanes in VECTOR_LANES}}
 
 
 def _reset_after_fork():
@@ -295,16 +380,36 @@ def group_maxima(cap, order, lo, hi, lanes, top):
     largest capacity of the g-th group of `lanes` threads; returns (lanes * sum(top), the
     capacities' exact sum)."""
     exact = np.zeros(1, np.int64)
-    padded = _compiled("dloop_group_maxima")(_address(cap), _address(order), lo, hi, lanes,
-                                             _address(top), _address(exact))
+    whole = _whole_groups(order, lo, hi, lanes)
+    padded = 0
+    if whole > lo:
+        padded = _compiled(f"dloop_group_maxima_v{lanes}")(_address(cap), lo, whole,
+                                                           _address(top), _address(exact))
+    padded += _compiled("dloop_group_maxima")(_address(cap), _address(order), whole, hi,
+                                              lanes, _address(top[(whole - lo) // lanes:]),
+                                              _address(exact))
     return padded, int(exact[0])
 
 
 def group_place(top, order, lo, hi, lanes, offset, start, raised=None):
     """start[order[t]] = the first slot of t's group (groups of lanes * top[g] slots from
     `offset`) + t's lane, for threads [lo, hi); raised[order[t]] = top[g] unless None."""
-    _compiled("dloop_group_place")(_address(top), _address(order), lo, hi, lanes, int(offset),
-                                   _address(start), _address(raised))
+    whole = _whole_groups(order, lo, hi, lanes)
+    offset = int(offset)
+    if whole > lo:
+        offset = _compiled(f"dloop_group_fill_v{lanes}")(_address(top), lo, whole, offset,
+                                                         _address(start), _address(raised))
+    _compiled("dloop_group_place")(_address(top[(whole - lo) // lanes:]), _address(order),
+                                   whole, hi, lanes, offset, _address(start),
+                                   _address(raised))
+
+
+def _whole_groups(order, lo, hi, lanes):
+    """The end of [lo, hi)'s whole groups that the vector loops take (element order and a
+    vector width they were built for), else lo."""
+    if order is not None or lanes not in VECTOR_LANES:
+        return lo
+    return lo + (hi - lo) // lanes * lanes
 
 
 def order_part(work, lo, hi, shift, order):

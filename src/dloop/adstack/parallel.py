@@ -18,7 +18,7 @@ from ..config import config
 from . import native
 from .native import scan_into
 
-MIN_CHUNK = 1 << 16          # below this many elements per thread, threads cost more than they save
+MIN_CHUNK = 1 << 16      # fewer elements per thread: threads cost more than they save
 
 # os.cpu_count() reads /sys at every call (8 us here), and sizing asks at every launch.
 _CORES = os.cpu_count() or 1
@@ -255,8 +255,11 @@ def interleaved(cap, order, lanes, max_padding=None, shared=True):
         return np.empty_like(cap), np.empty_like(cap) if shared else cap, 0
     if max_padding is not None and order is None and _pads_plainly(cap, lanes, max_padding):
         return None
+    # In element order the loops run a group per vector instruction (native.VECTOR_LANES),
+    # about 4x faster: a thread then pays only for four times the elements.
+    fast = order is None and lanes in native.VECTOR_LANES
     chunks = [(lo // lanes * lanes, hi // lanes * lanes if hi < n else n)
-              for lo, hi in parts(n)]
+              for lo, hi in parts(n, min_chunk=MIN_CHUNK * (4 if fast else 1))]
     group_cap = np.empty(-(-n // lanes), np.int64)
     cap = np.ascontiguousarray(cap, np.int64)
     order = None if order is None else np.ascontiguousarray(order, np.int64)
