@@ -200,3 +200,28 @@ def test_fixed_capacity_applies_to_collective_tapes(backend):
         dl.grad(_heat_loss)(np.ones(4), np.int64(5))
     assert __file__ in str(e.value)
     np.testing.assert_allclose(dl.grad(_heat_loss)(np.ones(4), np.int64(3)), 0.6 ** 3)
+
+
+def test_per_element_while_loop_in_a_collective_body_gradient(backend):
+    """The reverse sweep runs the body's VJP, which tapes and reverses the inner while loop
+    in one kernel; its counting kernel runs only up to the taped loop (it lowered the
+    reverse loop too, whose stacks the count sizes: a KeyError)."""
+    x = np.linspace(1.1, 1.9, 16)
+
+    def loss(x):
+        def body(i, u):
+            halved = dl.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, u * (1.5 + i))
+            return halved + 0.1 * np.roll(u, 1)
+        return dl.fori_loop(0, 3, body, x).sum()
+
+    def reference(x):
+        u = x.copy()
+        for i in range(3):
+            v = u * (1.5 + i)
+            for j in range(v.size):
+                while v[j] > 1.0:
+                    v[j] *= 0.5
+            u = v + 0.1 * np.roll(u, 1)
+        return u.sum()
+
+    assert_close(dl.grad(loss)(x), finite_difference(reference, x), rtol=1e-6)

@@ -356,6 +356,12 @@ def lower_group(name, ops, inputs, outputs, element_shape, count_loops=None):
     outputs, only the largest trip count of each listed loop per element."""
     kb = KernelBuilder(name, count_loops)
     kb.element_shape = tuple(element_shape)
+    if count_loops is not None:
+        # Counting needs the ops up to the last taped loop: a reverse sweep after it (a
+        # collective body's VJP runs a loop's forward and reverse in one kernel) would pop
+        # stacks that the count is there to size.
+        last = max(k for k, op in enumerate(ops) if op.prim is prims.loop_tape_p)
+        ops = ops[:last + 1]
     # An input can be read both ways: gathered as a whole array, and per element. Only
     # inputs are gathered (the scheduler ends a kernel before a gather of its own values).
     tables, env = {}, {}
