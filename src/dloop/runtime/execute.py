@@ -15,6 +15,7 @@ from ..config import config
 from ..errors import DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
 from . import faults as fault_check
+from . import guess
 from .collective import RUNNERS
 from .host_ops import HOST_IMPLS
 
@@ -42,6 +43,8 @@ class Execution:
         self.lease = None
         self.pending = []          # (kernel, fault buffer, layouts) not yet checked
         self.lasting = {}          # id -> (host array, {dtype: its device copy}); see _upload
+        self.guessing = True       # counted loops may be sized from their plan's last count
+        self.guessed = None        # the plan whose launch being sized guessed (guess.py)
         if fresh:
             self.heap.last_used = 0
 
@@ -65,8 +68,18 @@ class Execution:
             given = executable.program.consts if consts is None else consts
             self.lasting = {id(v): (v, {}) for v in [*args, *given.values()]
                             if isinstance(v, np.ndarray)}
-            outs = self._run(executable, args, consts)
-            self.sync()
+            missed = None
+            try:
+                outs = self._run(executable, args, consts)
+                self.sync()
+            except guess.GuessMissed as e:
+                missed = e.args[0]
+            if missed is not None:
+                # Again, counted; outside the handler, so the first attempt's tapes are freed.
+                guess.missed(missed)
+                self.guessing, self.pending, self.lease = False, [], None
+                outs = self._run(executable, args, consts)
+                self.sync()
         return outs
 
     def _run(self, executable, args, consts=None):
@@ -149,6 +162,7 @@ class Execution:
             orders.add((id(handle.order), handle.decided))
         order = bound = None
         decided = plan.main.order_index is not None
+        self.guessed = None
         if n and plan.nests:
             self._prefetch(kernel, plan, env)
             with parallel.remembering():
@@ -262,7 +276,18 @@ class Execution:
                     known = {v: self._sizing_array(env[v]) for v in expr.vars()}
                     caps[loop_id] = capacity.evaluate(expr, known, plan.step.shape, xp)
         if to_count:
-            caps.update(self._count(plan, env, n))
+            can_guess = plan.guessable and self.backend.synchronous
+            longest = guess.guess(plan, n, plan.counting.kernel.counters) \
+                if can_guess and self.guessing else None
+            if longest is None:
+                counted = self._count(plan, env, n)
+                if can_guess:
+                    guess.remember(plan, n, counted, parallel.extremes)
+                caps.update(counted)
+            else:
+                caps.update({loop: xp.full(n, most, dtype=np.int64)
+                             for loop, most in longest.items()})
+                self.guessed = plan
         return caps
 
     def _lay_out(self, plan, caps, order):
@@ -284,6 +309,8 @@ class Execution:
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
                 layouts[loop_id] = DeviceLayout(layout, regions, self._upload)
+                if self.guessed is plan and loop_id in plan.counting.kernel.counters:
+                    layouts[loop_id].guessed_by = plan
         return layouts
 
     def _slot_bytes(self, dtype):
@@ -362,13 +389,14 @@ class DeviceLayout:
     (already there where the backend computed them; the capacities may be a trip count
     array a kernel reads, uploaded once for both), the capacities as the backend's array
     for error messages (read only when one is raised), and its heap regions."""
-    __slots__ = ("cap", "start", "host_cap", "regions")
+    __slots__ = ("cap", "start", "host_cap", "regions", "guessed_by")
 
     def __init__(self, layout, regions, upload):
         self.host_cap = layout.cap
         self.cap = upload(layout.cap, np.int64)
         self.start = upload(layout.start, np.int64)
         self.regions = regions
+        self.guessed_by = None     # the plan whose guess sized it (guess.py), if one did
 
 
 # Host steps that the backend's array library could not run (NumPy functions a device array

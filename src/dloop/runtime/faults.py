@@ -3,6 +3,7 @@ Each launch gets a fresh, zeroed flag buffer, and many faulting threads give one
 
 from ..config import config
 from ..errors import AdstackOverflowError, DloopIndexError, DloopNotImplementedError
+from .guess import GuessMissed
 
 
 def check(kernel, faults, layouts):
@@ -26,6 +27,8 @@ def _error(spec, value, layouts):
                                f"{spec.detail['shape']} (negative indices count from the end)",
                                spec.src)
     layout = layouts.get(spec.detail["loop_id"])
+    if layout is not None and layout.guessed_by is not None:
+        return GuessMissed(layout.guessed_by)
     capacity = int(layout.host_cap.max()) if layout is not None and layout.host_cap.size else 0
     if config.adstack_capacity is not None:
         fix = (f"raise dloop.config.adstack_capacity to at least {value}, or set it to None "

@@ -54,6 +54,8 @@ class KernelPlan:
     external_tokens: list = field(default_factory=list)
     vars: dict = field(default_factory=dict)
     n_threads: int = 0
+    seen: object = None                      # the last count (runtime/guess.py)
+    guessable: bool = False                  # whether counts may be guessed (guess.py)
 
 
 @dataclass
@@ -156,6 +158,7 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
         counting = _timed(timings, "lower", lower_group, step.name + "_count", step.ops,
                           step.inputs, [], step.shape, count_loops=to_count)
         plan.counting = _kernel(backend, timings, counting)
+        plan.guessable = not any(op.prim is prims.loop_bwd_p for op in step.ops)
     return plan
 
 

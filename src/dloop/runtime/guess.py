@@ -1,0 +1,78 @@
+"""Capacities of counted loops guessed from the plan's last count (design.md 26).
+
+A loop whose trips no expression gives (a while loop, a bound computed in the loop nest) is
+counted by a kernel that runs the whole loop once more before the taped run: for W2's Newton
+solves a third of its kernel time, and on a GPU a wait for the counts. A program is usually
+called again on data much like the last call's, so a kernel plan remembers its last counts,
+and the next launch sizes every element's stacks for the longest trip count it saw, without
+counting. Every push checks its element's capacity, so a guess that is too small raises
+GuessMissed from the fault check instead of an overflow error, and the execution runs again
+with counted, exact capacities: a gradient is never computed from a short stack.
+
+Guesses are made only where a short stack is found before anything reads it: on backends
+whose launches end before they return (cpu, interpret), whose faults are read right after
+each launch, and for kernels that tape their loops without also reversing them (a
+collective body's VJP does both in one kernel): a reverse sweep over pops that never
+happened could recompute an inner loop that does not end. On Vulkan and cuda, launches are
+queued and faults read later, after the reverse kernel ran; there every launch counts.
+
+A guess is made only where it costs at most 1/layout.MAX_PADDING more tape than the count
+did (elements of about equal trip counts: W2's 3 to 5 steps; not one long element among
+short ones), and, after a miss, only once the plan has counted PAUSE launches (the run
+again first; twice as many after each further miss), so trips that keep growing cost a
+count per call, not a wasted taped run. Every REFRESH guessed launches the plan counts
+again, so the guess follows trips that shrink."""
+
+from ..adstack.layout import MAX_PADDING
+
+PAUSE = 4
+REFRESH = 32
+
+
+class GuessMissed(Exception):
+    """A guessed capacity was too small: the execution must run again, counted. Internal:
+    it never reaches the user. args: (the plan that guessed,)."""
+
+
+class Seen:
+    """A plan's last count: elements, and per loop its longest and total trips."""
+    __slots__ = ("n", "longest", "total", "guessed", "pause", "misses")
+
+    def __init__(self, n, longest, total, pause, misses):
+        self.n, self.longest, self.total = n, longest, total
+        self.guessed, self.pause, self.misses = 0, pause, misses
+
+
+def guess(plan, n, loops):
+    """{loop_id: longest trips} to size `loops` by, or None where the plan must count. Plans
+    are shared by threads: a race here only changes which launches count."""
+    seen = plan.seen
+    if seen is None or seen.n != n or seen.pause or seen.guessed >= REFRESH:
+        return None
+    if any(loop not in seen.longest or
+           n * seen.longest[loop] * MAX_PADDING > seen.total[loop] * (MAX_PADDING + 1)
+           for loop in loops):
+        return None
+    seen.guessed += 1
+    return {loop: seen.longest[loop] for loop in loops}
+
+
+def remember(plan, n, counts, extremes):
+    """After a count: counts {loop_id: per-element trips}; extremes(array) -> (min, max,
+    sum)."""
+    before = plan.seen
+    longest, total = {}, {}
+    for loop, c in counts.items():
+        _, longest[loop], total[loop] = extremes(c) if c.size else (0, 0, 0)
+    pause = max(before.pause - 1, 0) if before is not None else 0
+    misses = before.misses if before is not None else 0
+    plan.seen = Seen(n, longest, total, pause, misses)
+
+
+def missed(plan):
+    """A guess fell short: count PAUSE * 2^misses launches, the run again first, before
+    guessing again."""
+    seen = plan.seen
+    if seen is not None:
+        seen.pause = PAUSE << min(seen.misses, 8)
+        seen.misses += 1
