@@ -151,3 +151,28 @@ def test_a_layout_that_interleaving_would_pad_stays_compact(backend):
         d = np.where(live, d * (1 - 0.002 * v), d)
         v = np.where(live, v - 0.001 * v * v, v)
     np.testing.assert_allclose(g, d, rtol=1e-13)
+
+
+def test_a_loop_whose_interleaved_tape_would_pass_the_limit_stays_compact(backend):
+    """Trips of 4 or 5 in element order pad by about 11% interleaved: within the layout's
+    1/4, but past a max_adstack_bytes that the exact tape fits, so the loop stays compact
+    rather than being refused."""
+    lanes = get_backend(backend).caps.tape_lanes
+    info = LoopInfo(loop_id=0, kind="fori", shape=(20_000,),
+                    carry_dtypes=(np.dtype(np.float64),), invariant_modes=(), body=None)
+    trips = np.random.default_rng(0).integers(4, 6, 20_000)
+    exact = int(trips.sum())
+    padded = loop_layout(info, trips, lanes=lanes, compact=True).regions["float64"][1]
+    assert exact < padded <= exact * 1.25
+    with dl.config.override(max_adstack_bytes=exact * 8 + 1024):
+        layout = loop_layout(info, trips, lanes=lanes, compact=True)
+        assert np.all(layout.start < 0) and layout.regions["float64"][1] == exact
+        x = np.random.default_rng(1).uniform(0.5, 0.9, trips.size)
+        g = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.9 + 0.01 * v * v,
+                                           x).sum())(x)
+    v, d = x.copy(), np.ones_like(x)
+    for i in range(5):
+        live = i < trips
+        d = np.where(live, d * (0.9 + 0.02 * v), d)
+        v = np.where(live, v * 0.9 + 0.01 * v * v, v)
+    np.testing.assert_allclose(g, d, rtol=1e-13)

@@ -59,9 +59,12 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         # than the locality it buys.
         order = None
     laid = interleave(cap, order, by_slot) if lanes > 1 and interleave is not None else False
-    if laid and compact and not by_slot and (laid[2] - slots) * MAX_PADDING > slots:
+    may_compact = compact and not by_slot
+    if laid and may_compact and ((laid[2] - slots) * MAX_PADDING > slots or
+                                 not _fits(info, laid[2])):
         # The device's layout pads too much (its order follows the launch's total work, which
-        # this loop's capacities need not): compact slices, whose starts suit any order.
+        # this loop's capacities need not), or past what exact slices fit in: compact slices,
+        # whose starts suit any order.
         start, total = _compact(cap, None, pack)
     elif laid:
         start, cap, total = laid
@@ -82,7 +85,7 @@ def loop_layout(info, cap, order=None, xp=np, lanes=1, compact=False, interleave
         shared = len(set(map(np.dtype, info.carry_dtypes))) < len(info.carry_dtypes)
         interleaved = parallel.interleaved(cap, order, lanes, MAX_PADDING if compact else None,
                                            shared)
-        if interleaved is None:
+        if interleaved is None or (compact and not _fits(info, interleaved[2])):
             start, total = _compact(cap, order, pack)
         else:
             start, cap, total = interleaved
@@ -145,6 +148,12 @@ def _slots_at_most(cap):
         if longest < (1 << 62) // cap.size:
             return total
     return float(cap.sum(dtype=np.float64)) * (1 + 1e-9)
+
+
+def _fits(info, padded):
+    """Whether `padded` slots per stack stay within max_adstack_bytes."""
+    return padded * sum(np.dtype(d).itemsize for d in info.carry_dtypes) <= \
+        config.max_adstack_bytes
 
 
 def _check_size(info, cap, padded=None):

@@ -12,7 +12,7 @@ import numpy as np
 from ..adstack import capacity, parallel
 from ..adstack.layout import loop_layout
 from ..config import config
-from ..errors import DloopNotImplementedError, DloopValueError
+from ..errors import DloopMemoryError, DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
 from . import faults as fault_check
 from . import guess
@@ -45,6 +45,7 @@ class Execution:
         self.lasting = {}          # id -> (host array, {dtype: its device copy}); see _upload
         self.guessing = True       # counted loops may be sized from their plan's last count
         self.guessed = None        # the plan whose launch being sized guessed (guess.py)
+        self.fresh = fresh
         if fresh:
             self.heap.last_used = 0
 
@@ -78,6 +79,8 @@ class Execution:
                 # Again, counted; outside the handler, so the first attempt's tapes are freed.
                 guess.missed(missed)
                 self.guessing, self.pending, self.lease = False, [], None
+                if self.fresh:
+                    self.heap.last_used = 0
                 outs = self._run(executable, args, consts)
                 self.sync()
         return outs
@@ -168,7 +171,12 @@ class Execution:
             with parallel.remembering():
                 caps = self._capacities(plan, env, n)
                 order = self._order(plan.main, work + list(caps.values()))
-                layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
+                try:
+                    layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
+                except DloopMemoryError:
+                    if self.guessed is None:
+                        raise
+                    raise guess.GuessMissed(plan) from None    # counted, it may fit
             self._check_trips(plan, caps)
         elif n and work:
             handle = env[plan.external_tokens[0]]
@@ -192,6 +200,12 @@ class Execution:
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
                 if v.aval.is_tape else arr
+        if self.guessed is not None:
+            # The launch is over (guessing backends are synchronous) and fit: its tokens are
+            # the counts of the loops it guessed, which the next launch sizes by.
+            guess.remember(plan, n, {nest.top: outs[nest.token] for nest in plan.nests
+                                     if nest.top in plan.counting.kernel.counters},
+                           parallel.extremes, after_guess=True)
 
     def _prefetch(self, kernel, plan, env):
         """The kernel's inputs copied to the device before its sizing (which waits for the

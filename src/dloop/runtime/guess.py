@@ -20,13 +20,14 @@ A guess is made only where it costs at most 1/layout.MAX_PADDING more tape than 
 did (elements of about equal trip counts: W2's 3 to 5 steps; not one long element among
 short ones), and, after a miss, only once the plan has counted PAUSE launches (the run
 again first; twice as many after each further miss), so trips that keep growing cost a
-count per call, not a wasted taped run. Every REFRESH guessed launches the plan counts
-again, so the guess follows trips that shrink."""
+count per call, not a wasted taped run. A guessed launch that fit records its own trips
+(its tokens, on the host at once) as the next guess, so the guess follows trips that
+shrink one launch later. A guess that would pass max_adstack_bytes, where the count might
+not, also runs the call again, counted."""
 
 from ..adstack.layout import MAX_PADDING
 
 PAUSE = 4
-REFRESH = 32
 
 
 class GuessMissed(Exception):
@@ -36,37 +37,38 @@ class GuessMissed(Exception):
 
 class Seen:
     """A plan's last count: elements, and per loop its longest and total trips."""
-    __slots__ = ("n", "longest", "total", "guessed", "pause", "misses")
+    __slots__ = ("n", "longest", "total", "pause", "misses")
 
     def __init__(self, n, longest, total, pause, misses):
         self.n, self.longest, self.total = n, longest, total
-        self.guessed, self.pause, self.misses = 0, pause, misses
+        self.pause, self.misses = pause, misses
 
 
 def guess(plan, n, loops):
     """{loop_id: longest trips} to size `loops` by, or None where the plan must count. Plans
     are shared by threads: a race here only changes which launches count."""
     seen = plan.seen
-    if seen is None or seen.n != n or seen.pause or seen.guessed >= REFRESH:
+    if seen is None or seen.n != n or seen.pause:
         return None
     if any(loop not in seen.longest or
            n * seen.longest[loop] * MAX_PADDING > seen.total[loop] * (MAX_PADDING + 1)
            for loop in loops):
         return None
-    seen.guessed += 1
     return {loop: seen.longest[loop] for loop in loops}
 
 
-def remember(plan, n, counts, extremes):
-    """After a count: counts {loop_id: per-element trips}; extremes(array) -> (min, max,
-    sum)."""
+def remember(plan, n, counts, extremes, after_guess=False):
+    """After a count, or a guessed launch that fit (after_guess: its tokens are the counts):
+    counts {loop_id: per-element trips}; extremes(array) -> (min, max, sum)."""
     before = plan.seen
     longest, total = {}, {}
     for loop, c in counts.items():
         _, longest[loop], total[loop] = extremes(c) if c.size else (0, 0, 0)
-    pause = max(before.pause - 1, 0) if before is not None else 0
-    misses = before.misses if before is not None else 0
-    plan.seen = Seen(n, longest, total, pause, misses)
+    if before is None:
+        plan.seen = Seen(n, longest, total, 0, 0)
+        return
+    plan.seen = Seen(n, longest, total,
+                     before.pause if after_guess else max(before.pause - 1, 0), before.misses)
 
 
 def missed(plan):

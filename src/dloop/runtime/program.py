@@ -32,6 +32,7 @@ class Nest:
     token: object          # the tape output Var
     exprs: dict            # loop_id -> capacity Expr, or None where trips are counted
     infos: dict            # loop_id -> LoopInfo
+    top: int = None        # the taped loop's id; the others are inside its body
 
 
 @dataclass
@@ -140,7 +141,7 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
         kernel.stacks_by_slot = True
     known = set(step.inputs)
     nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
-                  capacity.nest_infos(op.params["info"]))
+                  capacity.nest_infos(op.params["info"]), op.params["info"].loop_id)
              for op in step.ops if op.prim is prims.loop_tape_p]
     external_tokens = _reversed_tapes(step)
     # Trip counts are known at launch wherever adstacks are sized (own nests) or were sized
@@ -158,7 +159,11 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
         counting = _timed(timings, "lower", lower_group, step.name + "_count", step.ops,
                           step.inputs, [], step.shape, count_loops=to_count)
         plan.counting = _kernel(backend, timings, counting)
-        plan.guessable = not any(op.prim is prims.loop_bwd_p for op in step.ops)
+        # Guessed stacks must be filled, and so checked, by this kernel alone: not those of
+        # loops inside a taped loop's body (pushed in the reverse kernel, which re-runs the
+        # body), nor of a kernel that also reverses them (runtime/guess.py).
+        plan.guessable = set(to_count) <= {nest.top for nest in nests} and \
+            not any(op.prim is prims.loop_bwd_p for op in step.ops)
     return plan
 
 
