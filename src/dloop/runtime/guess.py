@@ -11,10 +11,12 @@ with counted, exact capacities: a gradient is never computed from a short stack.
 
 Guesses are made only where a short stack is found before anything reads it: on backends
 whose launches end before they return (cpu, interpret), whose faults are read right after
-each launch, and for kernels that tape their loops without also reversing them (a
-collective body's VJP does both in one kernel): a reverse sweep over pops that never
-happened could recompute an inner loop that does not end. On Vulkan and cuda, launches are
-queued and faults read later, after the reverse kernel ran; there every launch counts.
+each launch; for loops the kernel tapes itself, not loops inside a taped loop's body (whose
+stacks only the reverse kernel fills, as it re-runs that body); and in kernels that do not
+also reverse what they tape (a collective body's VJP does both in one kernel). A reverse
+sweep over pushes that never happened could recompute an inner loop that does not end. On
+Vulkan and cuda, launches are queued and faults read later, after the reverse kernel ran;
+there every launch counts (program.py sets KernelPlan.guessable).
 
 A guess is made only where it costs at most 1/layout.MAX_PADDING more tape than the count
 did (elements of about equal trip counts: W2's 3 to 5 steps; not one long element among
