@@ -1,8 +1,9 @@
 """STAGE 5 — vulkan: legalized kernel IR -> a SPIR-V compute shader (a list of 32-bit words).
 
-One invocation per element: tid = GlobalInvocationId.x + GlobalInvocationId.y * 64 *
-NumWorkgroups.x (launches past 65,535 workgroups use a second dimension); invocations with
-tid >= n (a push constant) do nothing. Kernel buffer k is storage buffer binding k of set 0.
+One invocation per element: tid = GlobalInvocationId.x + GlobalInvocationId.y * the
+workgroup size (Features.workgroup) * NumWorkgroups.x (launches past 65,535 workgroups use a
+second dimension); invocations with tid >= n (a push constant) do nothing. Kernel buffer k
+is storage buffer binding k of set 0.
 Loops are structured (OpLoopMerge, a dedicated continue block, carries in OpPhi), If and the
 adstack's bounds checks are selections; OpLine points each instruction at the user's line.
 Storage types differ from value types where the device needs it: bool is a 32-bit integer,
@@ -18,7 +19,6 @@ from ...kernel.core import runs_once
 from . import ops
 from . import spirv as S
 from .assembler import Function, Module
-from .device import WORKGROUP
 
 _READ_ONLY = ("in", "start", "cap", "order")
 
@@ -144,7 +144,7 @@ class Renderer:
         gx = fn.op("CompositeExtract", self.u32, gid, 0)
         gy = fn.op("CompositeExtract", self.u32, gid, 1)
         width = fn.op("IMul", self.u32, fn.op("CompositeExtract", self.u32, nwg, 0),
-                      m.constant(self.u32, [WORKGROUP]))
+                      m.constant(self.u32, [self.f.workgroup]))
         tid32 = fn.op("Bitcast", self.i32, fn.op("IAdd", self.u32, gx,
                                                   fn.op("IMul", self.u32, gy, width)))
         n32 = fn.op("Load", self.i32, fn.op("AccessChain", m.t_pointer("PushConstant", self.i32),
@@ -170,7 +170,8 @@ class Renderer:
 
         m.add("entry", "EntryPoint", S.ExecutionModel["GLCompute"], fn.id, "main", gid_var,
               nwg_var)
-        m.add("mode", "ExecutionMode", fn.id, S.ExecutionMode["LocalSize"], WORKGROUP, 1, 1)
+        m.add("mode", "ExecutionMode", fn.id, S.ExecutionMode["LocalSize"],
+              self.f.workgroup, 1, 1)
         # NumPy's results need infinities, NaN, signed zeros and subnormals kept; drivers
         # may drop them unless asked (lavapipe cannot keep subnormals).
         for mode, has in (("SignedZeroInfNanPreserve", (self.f.nan_preserve32,
