@@ -84,19 +84,28 @@ def test_remainder_refuses_a_divisor_that_is_not_a_power_of_two():
 
 def _mixed(dtype):
     """Patterns that split SIMD vectors (2 to 8 lanes) and GPU subgroups (32 or 64 threads)
-    in every way: all small, all huge, alternating, one huge among 63 small and one small
-    among 63 huge, random; signs, both sides of 2^28, and the far end of the range."""
+    in every way between the three reductions (below 2^20, below 2^28, beyond): all small,
+    all huge, alternating, one larger among 63 smaller and one smaller among 63 larger,
+    random; signs, both sides of 2^20 and 2^28, and the far end of the range."""
     rng = np.random.default_rng(5)
     top = 60 if dtype == "float64" else 127
-    small = rng.choice([-1.0, 1.0], 64 * 8) * 2.0 ** rng.uniform(-30, 27.99, 64 * 8)
-    huge = rng.choice([-1.0, 1.0], 64 * 8) * 2.0 ** rng.uniform(28, top, 64 * 8)
-    edge = [2.0 ** 28, -2.0 ** 28, np.nextafter(2.0 ** 28, 0), 1e300, -1e300, 1.7e308]
-    one_huge = np.where(np.arange(64) == 17, huge[:64], small[:64])
-    one_small = np.where(np.arange(64) == 40, small[64:128], huge[64:128])
-    alternate = np.where(np.arange(64) % 2 == 0, small[128:192], huge[128:192])
-    mix = np.where(rng.random(256) < 0.1, huge[256:], small[256:])
+
+    def magnitudes(lo, hi):
+        return rng.choice([-1.0, 1.0], 64 * 8) * 2.0 ** rng.uniform(lo, hi, 64 * 8)
+    small, medium, huge = magnitudes(-30, 19.99), magnitudes(20, 27.99), magnitudes(28, top)
+    edge = [2.0 ** 28, -2.0 ** 28, np.nextafter(2.0 ** 28, 0), 2.0 ** 20, -2.0 ** 20,
+            np.nextafter(2.0 ** 20, 0), 1e300, -1e300, 1.7e308]
+    lane = np.arange(64)
+    one_huge = np.where(lane == 17, huge[:64], small[:64])
+    one_small = np.where(lane == 40, small[64:128], huge[64:128])
+    alternate = np.where(lane % 2 == 0, small[128:192], huge[128:192])
+    one_medium = np.where(lane == 5, medium[:64], small[192:256])
+    medium_huge = np.where(lane % 3 == 0, medium[64:128], huge[192:256])
+    pick = rng.integers(0, 3, 256)
+    mix = np.where(pick == 0, huge[256:], np.where(pick == 1, medium[256:], small[256:]))
     with np.errstate(over="ignore"):
-        x = np.concatenate([small[:64], huge[:64], alternate, one_huge, one_small, mix, edge])
+        x = np.concatenate([small[:64], medium[128:192], huge[:64], alternate, one_huge,
+                            one_small, one_medium, medium_huge, mix, edge])
         return x.astype(dtype)
 
 
@@ -114,14 +123,18 @@ def test_huge_and_small_arguments_in_one_launch(backend, op, dtype):
 
 
 def test_payne_hanek_is_off_the_common_path():
-    """sin's straight-line code is the small Cody-Waite part (137 core ops); the Payne-Hanek
-    reduction (690) is inside the one branch, which runs at most once; the kernel verifies."""
+    """sin's straight-line code is the four-part Cody-Waite reduction and the kernels (113
+    core ops); the seven-part reduction for |x| >= 2^20 is inside a branch (72), and the
+    Payne-Hanek reduction for |x| >= 2^28 (689) inside a branch of that one; each runs at
+    most once, and the kernel verifies."""
     kernel = legalize(op_kernel("sin", ["float64"], "float64"), NO_MATH)
     check_kernel(kernel)
     body = kernel.body
     branches = [s for s in body if isinstance(s, kir.While)]
     assert len(branches) == 1 and runs_once(branches[0])
-    assert len(body) < 160 and len(branches[0].body) > 500
+    inner = [s for s in branches[0].body if isinstance(s, kir.While)]
+    assert len(inner) == 1 and runs_once(inner[0])
+    assert len(body) < 120 and len(branches[0].body) < 80 and len(inner[0].body) > 500
 
 
 # -- Emitter.branch --

@@ -70,6 +70,11 @@ TWO_OVER_PI_24 = (
     15363067, 6271263, 9264392)
 HUGE_CHUNKS = 8
 CODY_WAITE_LIMIT = 2.0 ** 28          # below it, the seven-part pi/2 reduction is exact
+# pi/2 = sum of these, three of 33 significant bits and a float64 (error < 8e-49): below
+# MEDIUM_LIMIT, |k| < 2^20 and each of the first three products k part is exact.
+PIO2_MEDIUM = (1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
+               8.4784276603689e-32)
+MEDIUM_LIMIT = 2.0 ** 20
 PI_HI, PI_LO = 3.141592653589793, 1.2246467991473532e-16
 PIO2_HI, PIO2_LO = 1.5707963267948966, 6.123233995736766e-17
 PIO4 = 0.7853981633974483
@@ -88,8 +93,8 @@ EXP_SERIES = [1.0 / factorial(n) for n in range(2, 17)]                   # 1/2!
 SIN_S1 = -1.0 / 6.0
 TANH_EXP_SERIES = [1.0 / factorial(n) for n in range(2, 26)]             # e^r, |r| <= 2
 SINH_SERIES = [1.0 / factorial(2 * j + 1) for j in range(1, 10)]           # 1/3! .. 1/19!
-SIN_SERIES = [(-1.0) ** j / factorial(2 * j + 1) for j in range(2, 10)]    # 1/5! .. -1/19!
-COS_SERIES = [(-1.0) ** j / factorial(2 * j) for j in range(2, 11)]        # 1/4! .. 1/20!
+SIN_SERIES = [(-1.0) ** j / factorial(2 * j + 1) for j in range(2, 9)]     # 1/5! .. 1/17!
+COS_SERIES = [(-1.0) ** j / factorial(2 * j) for j in range(2, 9)]         # 1/4! .. 1/16!
 LOG_SERIES = [2.0 / (2 * j + 1) for j in range(1, 13)]    # 2/3, 2/5, ..., 2/25
 LOG_SERIES5 = LOG_SERIES[1:]                              # 2/5, 2/7, ...
 ATAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 10)]  # -1/3, 1/5, ..., 1/19
@@ -402,14 +407,15 @@ def pow(e, x, y):
 
 # -- sin, cos, tan --
 
-def _reduce_pio2(e, x):
-    """x finite: (rh, rl, q) with x = q pi/2 + rh + rl, |rh| <= ~pi/4, q mod 4 right.
-    Exact products (so full accuracy) need |q| < 2^29."""
+def _reduce_pio2(e, x, parts):
+    """x finite: (rh, rl, q) with x = q pi/2 + rh + rl, |rh| <= ~pi/4, q mod 4 right, for
+    `parts` of pi/2 whose products with q are exact (PIO2_PARTS: |q| < 2^29; PIO2_MEDIUM's
+    first three: |q| < 2^20, its last product rounding below 2^-130)."""
     kf = e.op("round", x * INVPIO2)
-    a = x - kf * PIO2_PARTS[0]                            # exact: both within 2x of each other
+    a = x - kf * parts[0]                                 # exact: both within 2x of each other
     lo = e.const(0.0, F64)
-    for part in PIO2_PARTS[1:]:
-        a, err = _two_sum(a, -(kf * part))                # kf * part is exact
+    for part in parts[1:]:
+        a, err = _two_sum(a, -(kf * part))
         lo = lo + err
     rh, rl = _fast_two_sum(a, lo)
     return rh, rl, e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)     # q mod 4 is enough
@@ -461,22 +467,32 @@ def _reduce_huge(e, ax):
 
 
 def _reduce(e, x):
-    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Cody-Waite for every x, and
-    Payne-Hanek (most of sin's code) only where some |x| >= 2^28 needs it."""
+    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Cody-Waite with pi/2 in four
+    parts below 2^20; in a branch taken only where some |x| is larger, seven parts below
+    2^28 and Payne-Hanek (most of sin's code) beyond, in a branch of its own. The four-part
+    reduction has 27 fewer operations than the seven-part one, which every argument paid
+    for: sin was about 120 operations, most of a GPU loop's time that calls it."""
     ax = _abs(e, x)
-    huge = ax >= CODY_WAITE_LIMIT
-    rh, rl, q = _reduce_pio2(e, e.select(huge, 0.0, x))
+    large = ax >= MEDIUM_LIMIT
+    reduced = _reduce_pio2(e, e.select(large, 0.0, x), PIO2_MEDIUM)
 
-    def payne_hanek():
-        # Threads that run this masked (SIMD lanes, GPU threads beside a huge one) see
-        # |x| < 2^28: give them a harmless argument.
-        fh, fl, hq = _reduce_huge(e, e.select(huge, ax, CODY_WAITE_LIMIT))
-        ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
-        ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
-        negative = x < 0.0
-        return (e.select(negative, -ph, ph), e.select(negative, -pl, pl),
-                e.select(negative, -hq, hq))
-    return e.branch(huge, payne_hanek, [rh, rl, q])
+    def beyond():
+        # Threads that run this masked (SIMD lanes, GPU threads beside a large one) see
+        # |x| < 2^20: give them a harmless argument.
+        xl = e.select(large, x, MEDIUM_LIMIT)
+        al = _abs(e, xl)
+        huge = al >= CODY_WAITE_LIMIT
+        rh, rl, q = _reduce_pio2(e, e.select(huge, 0.0, xl), PIO2_PARTS)
+
+        def payne_hanek():
+            fh, fl, hq = _reduce_huge(e, e.select(huge, al, CODY_WAITE_LIMIT))
+            ph, pl = _two_prod(fh, e.const(PIO2_HI, F64))
+            ph, pl = _fast_two_sum(ph, pl + (fh * PIO2_LO + fl * PIO2_HI))
+            negative = xl < 0.0
+            return (e.select(negative, -ph, ph), e.select(negative, -pl, pl),
+                    e.select(negative, -hq, hq))
+        return list(e.branch(huge, payne_hanek, [rh, rl, q]))
+    return e.branch(large, beyond, list(reduced))
 
 
 def _trig(e, x, *which):
