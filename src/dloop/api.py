@@ -132,7 +132,7 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None):
                 _PROGRAMS.popitem(last=False)
     program, cached_order = entry
     values = {cached: consts[new] for cached, new in zip(cached_order, order)}
-    return Execution(backend).run(program, args, consts=values)
+    return Execution(backend).run(program, args, consts=values, to_host=True)
 
 
 def run_eagerly(thunk, operands):

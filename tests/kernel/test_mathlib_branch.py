@@ -123,7 +123,7 @@ def test_huge_and_small_arguments_in_one_launch(backend, op, dtype):
 
 
 def test_payne_hanek_is_off_the_common_path():
-    """sin's straight-line code is the four-part Cody-Waite reduction and the kernels (113
+    """sin's straight-line code is the four-part Cody-Waite reduction and the kernels (104
     core ops); the seven-part reduction for |x| >= 2^20 is inside a branch (72), and the
     Payne-Hanek reduction for |x| >= 2^28 (689) inside a branch of that one; each runs at
     most once, and the kernel verifies."""

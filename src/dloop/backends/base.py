@@ -128,6 +128,9 @@ class Backend:
     # heap_store and heap_load queue behind the launches before them (one CUDA stream), so a
     # collective loop saves and loads its tape without waiting for the step's kernels.
     stream_ordered = False
+    # Its arrays never reach the user (Vulkan's have no array library): a call's results
+    # come back as NumPy arrays, read in the wait that reads its fault flags (Execution.run).
+    host_results = False
     # The largest launch a step driver runs (runtime/steps.py); None: any.
     max_step_threads = None
     # Backends that size on the device may lay interleaved tapes out in their own fused

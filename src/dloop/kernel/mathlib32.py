@@ -2,7 +2,7 @@
 (legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
 float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp, log, expm1 and log1p in
 float32. mathlib's float32 functions widen to float64 and take its double-double reduction
-and series to x^19: about 100 float64 operations for sin and cos, each at float64's rate
+and series to x^17: about 100 float64 operations for sin and cos, each at float64's rate
 (half of float32's on an H100, a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
 
 * k = round(x 2/pi) and r = x - k pi/2 in float64, with pi/2 in two parts of 41 bits: k has

@@ -145,7 +145,7 @@ def test_offsets_past_32_bits_are_refused(masked):
     small = be.zeros((4,), np.float32)
     huge = DeviceArray(be, small.buffer, 0, (2 ** 31,), np.float32)   # never dispatched
     with pytest.raises(DloopValueError, match="32-bit") as e:
-        be.launch(Artifact(None, 2, 0), 4, [small, huge])
+        be.launch(Artifact(None, 2, 0, 32), 4, [small, huge])
     assert "shaderInt64" in str(e.value)
 
 
@@ -189,6 +189,96 @@ def test_separate_device_memory_goes_through_staging(masked, mask):
     np.testing.assert_array_equal(be.to_numpy(small), x)
 
 
+def test_large_writes_into_mapped_memory_land_before_their_use(masked):
+    """A discrete GPU's mapped memory (the unified memory masked): writes of 1 MiB or more
+    are deferred, and made before a read, before a host fill of the same buffer, and before
+    the first submission that uses the buffer; smaller ones at once."""
+    be = masked("unified")
+    dev = be.device
+    big = np.random.default_rng(7).random(200_000)
+    a = be.upload(big, np.float64)
+    assert [d[0] for d in dev.deferred] == [a.buffer]
+    np.testing.assert_array_equal(be.to_numpy(a), big)
+    assert not dev.deferred
+    b = be.upload(big, np.float64)
+    dev.fill_zero(b.buffer, 0, 1024)           # a host fill of part of it, after the write
+    np.testing.assert_array_equal(be.to_numpy(b), np.where(np.arange(big.size) < 128, 0, big))
+    c, small = be.upload(big, np.float64), be.upload(big[:1000], np.float64)
+    assert [d[0] for d in dev.deferred] == [c.buffer]      # the small one was written
+    d = be.empty((big.size,), np.float64)
+    dev.copy(d.buffer, c.buffer, big.nbytes)                # the device reads c
+    np.testing.assert_array_equal(be.to_numpy(d), big)
+    np.testing.assert_array_equal(be.to_numpy(small), big[:1000])
+    e = be.upload(big, np.float64)
+    dev.write(e.buffer, 0, np.full(4, 7.0))                 # a small write after a large one
+    np.testing.assert_array_equal(be.to_numpy(e), np.concatenate([np.full(4, 7.0), big[4:]]))
+
+
+def test_ctrl_c_during_a_deferred_write_keeps_the_recorded_work(masked, monkeypatch):
+    """A KeyboardInterrupt while flush() makes a deferred write (milliseconds for large
+    inputs) leaves the recorded batch in place: the next wait submits it."""
+    from dloop.adstack import parallel
+    be = masked("unified")
+    dev = be.device
+    small = np.arange(1000, dtype=np.float64)
+    s, d = be.upload(small, np.float64), be.empty((1000,), np.float64)
+    dev.copy(d.buffer, s.buffer, small.nbytes)              # recorded, not submitted
+    big = np.random.default_rng(10).random(200_000)
+    b, e = be.upload(big, np.float64), be.empty((10,), np.float64)
+    dev.copy(e.buffer, b.buffer, 80)                        # recorded; reads the deferred b
+    assert dev.batch is not None and dev.deferred
+    copy, calls = parallel.copy, []
+
+    def interrupted(dst, src):
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt
+        return copy(dst, src)
+    monkeypatch.setattr(parallel, "copy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        dev.wait_all()
+    assert dev.batch is not None
+    np.testing.assert_array_equal(be.to_numpy(d), small)
+    np.testing.assert_array_equal(be.to_numpy(e), big[:10])
+
+
+def test_a_launch_dispatches_the_workgroup_its_shader_was_rendered_with(masked):
+    """The renderer takes the workgroup size from the backend's features: a device whose own
+    record says otherwise does not change how many threads a launch covers."""
+    import dataclasses
+    from dloop.kernel import kir
+    be = masked("", workgroup=32)
+    be.device.features = dataclasses.replace(be.device.features, workgroup=64)
+    f64, tid = np.dtype(np.float64), kir.KVar(np.dtype(np.int64))
+    x_, y_ = kir.KVar(f64), kir.KVar(f64)
+    kernel = kir.Kernel("neg", tid, [kir.Load(x_, 0, tid), kir.Assign(y_, "neg", (x_,)),
+                                     kir.Store(1, tid, y_)])
+    kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
+    artifact = be.compile(kernel)
+    x = np.arange(1000, dtype=np.float64) + 1
+    out = be.upload(np.zeros(1000), np.float64)
+    be.launch(artifact, x.size, [be.upload(x, np.float64), out])
+    np.testing.assert_array_equal(be.to_numpy(out), -x)
+
+
+def test_a_call_writes_its_inputs_while_the_device_sizes(masked, monkeypatch):
+    """200,000 elements, sized on the device: the trip counts are written before the first
+    submission, which reads them, and x while the host waits for the sizing's sums; the
+    gradient is the closed form's."""
+    be = masked("unified")
+    made = []
+    write = type(be.device)._write_deferred
+
+    def recorded(self, used=None):
+        made.append((used is None, [buf.size for buf, _, _ in self.deferred]))
+        return write(self, used)
+    monkeypatch.setattr(type(be.device), "_write_deferred", recorded)
+    n = np.random.default_rng(8).integers(0, 12, 200_000)
+    x = np.random.default_rng(9).uniform(0.5, 1.2, 200_000)
+    assert_close(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-12)
+    assert any(waiting and pending for waiting, pending in made)
+
+
 def test_each_host_array_crosses_to_the_device_once_per_call(masked, monkeypatch):
     """x read by the forward and the reverse kernel, the trip counts read as the loop's
     bound and as its capacities, the element order read by both kernels: one upload each."""
@@ -216,7 +306,7 @@ def test_each_host_array_crosses_to_the_device_once_per_call(masked, monkeypatch
 def test_forward_and_reverse_kernels_queue_without_a_wait_between(masked, monkeypatch):
     """grad's scalar cotangent is reshaped on the host between the two kernels: a NumPy
     value, which no launch writes, so the reverse launch does not wait for the forward
-    kernel. One wait per call, where results are handed back (and faults read)."""
+    kernel. One wait per call, which reads the faults and the results together."""
     be = masked("unified")
     n = 3000
     trips = np.random.default_rng(6).integers(0, 30, n)
@@ -225,11 +315,12 @@ def test_forward_and_reverse_kernels_queue_without_a_wait_between(masked, monkey
                                        x).sum())
     g(x)
     waits = []
-    synchronize = type(be).synchronize
-    monkeypatch.setattr(type(be), "synchronize", lambda self: (waits.append(1),
-                                                               synchronize(self))[1])
+    wait_all = type(be.device).wait_all
+    monkeypatch.setattr(type(be.device), "wait_all", lambda self: (waits.append(1),
+                                                                   wait_all(self))[1])
     got = g(x)
     assert len(waits) == 1
+    assert isinstance(got, np.ndarray)
     want = finite_difference(lambda xs: _w1_numpy(xs, trips[:4]), x[:4])
     assert_close(got[:4], want, rtol=1e-7)
 
@@ -497,7 +588,7 @@ def test_an_unknown_feature_mask_makes_the_backend_unavailable_with_the_reason(m
 def test_launches_past_2_to_the_31_elements_are_refused():
     be = VulkanBackend(vkdevice.Device())
     with pytest.raises(DloopValueError, match="split the call") as e:
-        be.launch(Artifact(None, 0, 0), 2 ** 31, [])
+        be.launch(Artifact(None, 0, 0, 32), 2 ** 31, [])
     assert HERE in e.value.where
 
 

@@ -246,6 +246,7 @@ class Device:
         self.batch = None                    # (command buffer being recorded, its fence,
         #                                      objects kept)
         self.spare = []                      # (command buffer, fence) of retired submissions
+        self.deferred = []                   # (buffer, offset, bytes): host writes not yet made
         self._begin = _struct("VkCommandBufferBeginInfo",
                               sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                               flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
@@ -435,13 +436,25 @@ class Device:
             vk.vkFreeMemory(self.device, memory, None)
 
     def write(self, buf, offset, data):
-        """Host bytes into buf (which no queued work uses)."""
+        """Host bytes into buf (which no queued work uses). Into a discrete GPU's mapped
+        memory, the copy is deferred (data kept unchanged meanwhile): it is made before the
+        first submission that uses buf, or while the host waits for the device (wait_all),
+        so that copying a kernel's inputs overlaps the sizing work the device runs first
+        (1 MiB or more: smaller copies take microseconds). The runtime never changes a host
+        array it has uploaded."""
         self._in_its_process()
         data = np.frombuffer(memoryview(data).cast("B"), np.uint8)
         if not data.size:
             return
+        if buf.view is not None and not buf.readable and data.size >= _HEAVY_BYTES:
+            with self.lock:
+                self.deferred.append((buf, offset, data))
+            return
         if buf.view is not None:
-            parallel.copy(buf.view[offset:offset + data.size], data)
+            with self.lock:
+                if self.deferred:         # earlier writes into buf come first
+                    self._write_deferred({id(buf)})
+                parallel.copy(buf.view[offset:offset + data.size], data)
             return
         stage = self.alloc(data.size, host=True)
         parallel.copy(stage.view[:data.size], data)
@@ -469,7 +482,10 @@ class Device:
         self._in_its_process()
         # (Mapped device memory: small fills by the host, large ones by the device.)
         if buf.view is not None and (buf.readable or nbytes < _HEAVY_BYTES):
-            buf.view[offset:offset + nbytes] = 0
+            with self.lock:
+                if self.deferred:         # earlier writes into buf come first
+                    self._write_deferred({id(buf)})
+                buf.view[offset:offset + nbytes] = 0
             return
         self.submit(lambda cmd: _lib.vkCmdFillBuffer(cmd, buf.handle, offset,
                                                      -(-nbytes // 4) * 4, 0), [buf])
@@ -517,8 +533,9 @@ class Device:
         return pipeline, layout, set_layout
 
     # -- submission --
-    def dispatch(self, pipeline, bindings, n_threads, keep):
-        """Run a pipeline over n_threads; bindings: [(buffer, offset, nbytes)]."""
+    def dispatch(self, pipeline, bindings, n_threads, keep, workgroup):
+        """Run a pipeline over n_threads; bindings: [(buffer, offset, nbytes)]; workgroup:
+        the LocalSize the pipeline's shader was rendered with."""
         self._in_its_process()
         handle, layout, set_layout = pipeline
         with self.lock:
@@ -526,7 +543,7 @@ class Device:
             if bindings:
                 writes, infos = _descriptor_writes(dset[0], bindings)
                 _lib.vkUpdateDescriptorSets(self.device, len(bindings), writes, 0, _NULL)
-            groups = -(-n_threads // self.features.workgroup)
+            groups = -(-n_threads // workgroup)
             gx = min(groups, self.features.max_groups)
             gy = -(-groups // gx)
             count = vk.ffi.new("int32_t[1]", [n_threads])
@@ -599,6 +616,8 @@ class Device:
             if self.batch is None:
                 return
             cmd, fence, kept = self.batch
+            if self.deferred:     # (while the batch is still held: Ctrl-C here keeps it)
+                self._write_deferred({id(b) for keep, _ in kept for b in keep})
             self.batch = None
             _lib.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                                       self._to_host, 0, _NULL, 0, _NULL)
@@ -632,10 +651,23 @@ class Device:
                 vk.vkDestroyFence(self.device, fence[0], None)
                 vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
 
+    def _write_deferred(self, used=None):
+        """Make the deferred host writes: those into buffers whose ids are in `used`, or
+        all."""
+        kept = []
+        for buf, offset, data in self.deferred:
+            if used is None or id(buf) in used:
+                parallel.copy(buf.view[offset:offset + data.size], data)
+            else:
+                kept.append((buf, offset, data))
+        self.deferred = kept
+
     def wait_all(self):
         self._in_its_process()
         with self.lock:
             self.flush()
+            if self.deferred:             # while the device runs what flush() submitted
+                self._write_deferred()
             self._retire(limit=0)
 
     def close(self):

@@ -46,10 +46,13 @@ def default_device():
 
 
 class Artifact:
-    __slots__ = ("pipeline", "n_buffers", "counters")
+    """A compiled kernel: its pipeline, and the workgroup size its shader was rendered
+    with (Features.workgroup), which its dispatch must use."""
+    __slots__ = ("pipeline", "n_buffers", "counters", "workgroup")
 
-    def __init__(self, pipeline, n_buffers, counters):
+    def __init__(self, pipeline, n_buffers, counters, workgroup):
         self.pipeline, self.n_buffers, self.counters = pipeline, n_buffers, counters
+        self.workgroup = workgroup
 
 
 # Mesa's lavapipe ends every loop of a shader invocation after this many iterations, with no
@@ -72,6 +75,7 @@ _DEVICE_SORT_COST = 64
 
 class VulkanBackend(Backend):
     name = "vulkan"
+    host_results = True
     rough = False       # tests: divisions and square roots a few ulps off (vulkan/rough.py)
 
     @classmethod
@@ -129,7 +133,8 @@ class VulkanBackend(Backend):
     def load(self, binary, source, kernel):
         key = hashlib.sha256(binary).digest()
         pipeline = self.device.pipeline(key, binary, len(kernel.buffers))
-        return Artifact(pipeline, len(kernel.buffers), len(kernel.counters))
+        return Artifact(pipeline, len(kernel.buffers), len(kernel.counters),
+                        self.features.workgroup)
 
     def cache_identity(self):
         # The device and every feature render reads.
@@ -229,7 +234,7 @@ class VulkanBackend(Backend):
             self._check_offsets(buffers, n_threads * max(artifact.counters, 1))
         bindings = [self._binding(b) for b in buffers]
         self.device.dispatch(artifact.pipeline, bindings, n_threads,
-                             [b.buffer for b in buffers])
+                             [b.buffer for b in buffers], artifact.workgroup)
 
     def _binding(self, array):
         nbytes = array.nbytes
