@@ -223,7 +223,7 @@ class Execution:
             # the counts of the loops it guessed, which the next launch sizes by.
             guess.remember(plan, n, {nest.top: outs[nest.token] for nest in plan.nests
                                      if nest.top in plan.counting.kernel.counters},
-                           parallel.extremes, after_guess=True)
+                           after_guess=True)
 
     def _prefetch(self, kernel, plan, env):
         """The kernel's inputs copied to the device before its sizing (which waits for the
@@ -314,7 +314,7 @@ class Execution:
             if longest is None:
                 counted = self._count(plan, env, n)
                 if can_guess:
-                    guess.remember(plan, n, counted, parallel.extremes)
+                    guess.remember(plan, n, counted)
                 caps.update(counted)
             else:
                 caps.update({loop: xp.full(n, most, dtype=np.int64)

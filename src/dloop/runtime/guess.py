@@ -28,6 +28,7 @@ shrink one launch later. A guess that would pass max_adstack_bytes, where the co
 not, also runs the call again, counted."""
 
 from ..adstack.layout import MAX_PADDING
+from ..adstack.parallel import extremes
 
 PAUSE = 4
 
@@ -59,9 +60,9 @@ def guess(plan, n, loops):
     return {loop: seen.longest[loop] for loop in loops}
 
 
-def remember(plan, n, counts, extremes, after_guess=False):
+def remember(plan, n, counts, after_guess=False):
     """After a count, or a guessed launch that fit (after_guess: its tokens are the counts):
-    counts {loop_id: per-element trips}; extremes(array) -> (min, max, sum)."""
+    counts {loop_id: per-element trips, host int64 arrays}."""
     before = plan.seen
     longest, total = {}, {}
     for loop, c in counts.items():
