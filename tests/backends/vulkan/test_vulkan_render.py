@@ -213,6 +213,20 @@ def test_oplines_name_the_user_lines(tmp_path):
 
 
 @needs_tools
+def test_the_thread_guard_compares_unsigned(tmp_path):
+    """Invocations past n do nothing: their global id compared with n as unsigned integers,
+    since a 2-D dispatch near 2^31 threads pads past 2^31 - 1, whose ids a signed comparison
+    would take for negative ones below n."""
+    be = get_backend("vulkan")
+    path = tmp_path / "k.spv"
+    path.write_bytes(be.render(_elementwise("add", [F32, F32], F32)))
+    text = subprocess.run(["spirv-dis", str(path)], capture_output=True, text=True).stdout
+    guard = next(line for line in text.splitlines() if "OpBranchConditional" in line)
+    condition = guard.split()[1]
+    assert f"{condition} = OpULessThan" in text
+
+
+@needs_tools
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_modules_for_features_lavapipe_lacks_validate(dtype):
     """NVIDIA's driver has float64 atomic add and keeps subnormals: the modules made for it

@@ -145,8 +145,8 @@ class Renderer:
         gy = fn.op("CompositeExtract", self.u32, gid, 1)
         width = fn.op("IMul", self.u32, fn.op("CompositeExtract", self.u32, nwg, 0),
                       m.constant(self.u32, [self.f.workgroup]))
-        tid32 = fn.op("Bitcast", self.i32, fn.op("IAdd", self.u32, gx,
-                                                  fn.op("IMul", self.u32, gy, width)))
+        gid32 = fn.op("IAdd", self.u32, gx, fn.op("IMul", self.u32, gy, width))
+        tid32 = fn.op("Bitcast", self.i32, gid32)
         n32 = fn.op("Load", self.i32, fn.op("AccessChain", m.t_pointer("PushConstant", self.i32),
                                              pc_var, self.c32(0)))
         self.n = self.index(n32)
@@ -165,7 +165,10 @@ class Renderer:
             self._thread_start(slot if self.k.stacks_by_slot else tid)
             self.block(self.k.body)
             self._thread_end(tid)
-        self.if_(fn.op("SLessThan", m.t_bool(), tid32, n32), thread)
+        # Unsigned: a 2-D dispatch pads past n by up to a row of workgroups, whose ids may pass
+        # 2^31 - 1 when n is near it; as signed integers they would pass as below n.
+        self.if_(fn.op("ULessThan", m.t_bool(), gid32, fn.op("Bitcast", self.u32, n32)),
+                 thread)
         fn.end("Return")
 
         m.add("entry", "EntryPoint", S.ExecutionModel["GLCompute"], fn.id, "main", gid_var,
