@@ -242,23 +242,116 @@ def test_ctrl_c_during_a_deferred_write_keeps_the_recorded_work(masked, monkeypa
     np.testing.assert_array_equal(be.to_numpy(e), big[:10])
 
 
-def test_a_launch_dispatches_the_workgroup_its_shader_was_rendered_with(masked):
-    """The renderer takes the workgroup size from the backend's features: a device whose own
-    record says otherwise does not change how many threads a launch covers."""
-    import dataclasses
+@pytest.mark.parametrize("call", ["vkEndCommandBuffer", "vkQueueSubmit"])
+def test_ctrl_c_while_a_batch_is_submitted_loses_nothing(masked, monkeypatch, call):
+    """A real SIGINT during the driver calls that close and submit a batch (here, the one
+    that also fills the cached element order through staging) is raised once the batch is
+    pending: the call stops with KeyboardInterrupt, nothing recorded is lost, and later
+    calls are right."""
+    import signal
+
+    from dloop.backends.vulkan import device as vkdevice
+    be = masked("unified,mapped")
+    real, armed = vkdevice._lib, [True]
+
+    class Interrupting:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    def interrupted(*args):
+        result = getattr(real, call)(*args)
+        if armed[0]:
+            armed[0] = False
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+    setattr(Interrupting, call, staticmethod(interrupted))
+    monkeypatch.setattr(vkdevice, "_lib", Interrupting())
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        x, n = np.linspace(0.5, 1.1, 5000), np.full(5000, 60)
+        with pytest.raises(KeyboardInterrupt):
+            _power_grad(x, n)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not armed[0] and be.device.batch is None
+    for _ in range(2):
+        assert_close(_power_grad(x, n), 61 * x ** 60, rtol=1e-12)
+    np.testing.assert_array_equal(be.to_numpy(be._element_orders[5000]), np.arange(5000))
+
+
+def _negation(be):
+    """The compiled kernel out[tid] = -x[tid] (float64)."""
     from dloop.kernel import kir
-    be = masked("", workgroup=32)
-    be.device.features = dataclasses.replace(be.device.features, workgroup=64)
     f64, tid = np.dtype(np.float64), kir.KVar(np.dtype(np.int64))
     x_, y_ = kir.KVar(f64), kir.KVar(f64)
     kernel = kir.Kernel("neg", tid, [kir.Load(x_, 0, tid), kir.Assign(y_, "neg", (x_,)),
                                      kir.Store(1, tid, y_)])
     kernel.buffers = [kir.BufferSpec("in", f64, 0), kir.BufferSpec("out", f64, 1)]
-    artifact = be.compile(kernel)
+    return be.compile(kernel)
+
+
+def test_a_launch_dispatches_the_workgroup_its_shader_was_rendered_with(masked):
+    """The renderer takes the workgroup size from the backend's features: a device whose own
+    record says otherwise does not change how many threads a launch covers."""
+    import dataclasses
+    be = masked("", workgroup=32)
+    be.device.features = dataclasses.replace(be.device.features, workgroup=64)
+    artifact = _negation(be)
     x = np.arange(1000, dtype=np.float64) + 1
     out = be.upload(np.zeros(1000), np.float64)
     be.launch(artifact, x.size, [be.upload(x, np.float64), out])
     np.testing.assert_array_equal(be.to_numpy(out), -x)
+
+
+def test_empty_arrays_are_read_without_a_copy_of_zero_bytes(masked, monkeypatch):
+    """Vulkan forbids a VkBufferCopy of size 0: reading an empty array through staging
+    records no copy."""
+    from dloop.backends.vulkan import device as vkdevice
+    be = masked("unified,mapped")
+    real, sizes = vkdevice._lib, []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def vkCmdCopyBuffer(cmd, src, dst, count, region):
+            sizes.append(region.size)
+            return real.vkCmdCopyBuffer(cmd, src, dst, count, region)
+    monkeypatch.setattr(vkdevice, "_lib", Recording())
+    empty = be.upload(np.zeros(0), np.float64)
+    assert be.to_numpy(empty).shape == (0,)
+    np.testing.assert_array_equal(be.to_numpy(be.upload(np.ones(3), np.float64)), np.ones(3))
+    assert sizes and 0 not in sizes
+
+
+def test_descriptor_sets_are_freed_whether_or_not_the_driver_refuses_more(masked, monkeypatch):
+    """Every launch takes a descriptor set; the pool is reset once it has made maxSets of
+    them, after a wait (lavapipe lets allocations pass maxSets, so they would never be
+    freed otherwise), and launches before and after the reset compute what they should."""
+    from dloop.backends.vulkan import device as vkdevice
+    be = masked("")
+    artifact = _negation(be)
+    real, resets = vkdevice._lib, []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def vkResetDescriptorPool(*args):
+            resets.append(1)
+            return real.vkResetDescriptorPool(*args)
+    monkeypatch.setattr(vkdevice, "_lib", Counting())
+    x = np.arange(100, dtype=np.float64)
+    ins = be.upload(x, np.float64)
+    outs = [be.empty((100,), np.float64) for _ in range(2 * vkdevice._POOL_SETS + 10)]
+    for out in outs:
+        be.launch(artifact, x.size, [ins, out])
+        assert be.device.sets_made <= vkdevice._POOL_SETS
+    assert len(resets) == 2
+    for out in outs[::97] + outs[-3:]:
+        np.testing.assert_array_equal(be.to_numpy(out), -x)
 
 
 def test_a_call_writes_its_inputs_while_the_device_sizes(masked, monkeypatch):

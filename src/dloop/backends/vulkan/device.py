@@ -8,7 +8,9 @@ signals. Objects recorded work uses stay referenced until its fence has signalle
 nothing is freed or reused under queued work."""
 
 import atexit
+import contextlib
 import os
+import signal
 import threading
 import weakref
 from dataclasses import dataclass
@@ -51,6 +53,10 @@ _SPARE = 8                   # retired command buffers and fences kept for reuse
 # for the oldest, which bounds the staging memory that queued work keeps alive.
 _IN_FLIGHT = 2
 _OUT_OF_POOL_MEMORY = -1000069000
+# Descriptor sets per pool. Every launch takes a set; once this many were made the pool is
+# reset (after a wait): a driver may let allocations pass maxSets (lavapipe does), so a
+# failed allocation alone would never free them (14 MiB over 40,000 sets there).
+_POOL_SETS = 1024
 _FRAGMENTED_POOL = vk.VK_ERROR_FRAGMENTED_POOL
 # Recording and submission call the C functions directly: the binding's wrappers convert
 # every argument in Python (about 10 us a call), some 15 calls per launch.
@@ -61,6 +67,29 @@ _MAPPED_MOST = 256 << 20
 
 
 _devices = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Ctrl-C held until the block ends, then raised: for driver calls after which the
+    device may run work that Python code must still record (a KeyboardInterrupt between
+    them would lose it, and free the buffers it uses). Only the main thread receives
+    KeyboardInterrupt; elsewhere nothing is held."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
 
 def _forked_child():
@@ -261,6 +290,7 @@ class Device:
         self.pipelines = {}
         self._pipeline_cache()
         self.descriptor_pool = self._new_descriptor_pool()
+        self.sets_made = 0                   # descriptor sets allocated since the pool's reset
         self._set_infos = {}                 # set layout -> (its allocate info, the layout
         #                                      array it points to) (one pool)
         self.forked = False                  # set in a child that fork() copied it into
@@ -348,7 +378,7 @@ class Device:
         sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                          descriptorCount=1 << 14)]
         return vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
-            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=1024,
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=_POOL_SETS,
             poolSizeCount=1, pPoolSizes=sizes), None)
 
     def _cache_path(self):
@@ -492,6 +522,8 @@ class Device:
 
     def copy(self, dst, src, nbytes, dst_offset=0, src_offset=0):
         self._in_its_process()
+        if not nbytes:            # a zero-sized VkBufferCopy is invalid usage
+            return
         region = vk.ffi.new("VkBufferCopy*")
         region.srcOffset, region.dstOffset, region.size = src_offset, dst_offset, nbytes
         self.submit(lambda cmd: _lib.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, region),
@@ -571,12 +603,16 @@ class Device:
                 pSetLayouts=layouts), layouts)
         info = made[0]
         dset = vk.ffi.new("VkDescriptorSet[1]")
-        result = _lib.vkAllocateDescriptorSets(self.device, info, dset)
-        if result in (_OUT_OF_POOL_MEMORY, _FRAGMENTED_POOL):
+        result = None
+        if self.sets_made < _POOL_SETS:
+            result = _lib.vkAllocateDescriptorSets(self.device, info, dset)
+        if result in (None, _OUT_OF_POOL_MEMORY, _FRAGMENTED_POOL):
             self.wait_all()          # every set is free again: the pool starts over
             _check(_lib.vkResetDescriptorPool(self.device, self.descriptor_pool, 0))
+            self.sets_made = 0
             result = _lib.vkAllocateDescriptorSets(self.device, info, dset)
         _check(result)
+        self.sets_made += 1
         return dset
 
     def submit(self, record, keep, dset=None, heavy=False):
@@ -618,15 +654,19 @@ class Device:
             cmd, fence, kept = self.batch
             if self.deferred:     # (while the batch is still held: Ctrl-C here keeps it)
                 self._write_deferred({id(b) for keep, _ in kept for b in keep})
-            self.batch = None
-            _lib.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                                      self._to_host, 0, _NULL, 0, _NULL)
-            _check(_lib.vkEndCommandBuffer(cmd))
             buffers = vk.ffi.new("VkCommandBuffer[1]", [cmd])
             submit = _struct("VkSubmitInfo", sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
                              commandBufferCount=1, pCommandBuffers=buffers)
-            _check(_lib.vkQueueSubmit(self.queue, 1, submit, fence[0]))
-            self.pending.append((fence, cmd, kept))
+            with _interrupts_held():
+                # Once closed, the command buffer takes no more work, and once submitted the
+                # device runs it: the batch must be pending by the time a Ctrl-C is raised.
+                # A driver error leaves nothing submitted, and the batch is dropped.
+                self.batch = None
+                _lib.vkCmdPipelineBarrier(cmd, _ALL_STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
+                                          1, self._to_host, 0, _NULL, 0, _NULL)
+                _check(_lib.vkEndCommandBuffer(cmd))
+                _check(_lib.vkQueueSubmit(self.queue, 1, submit, fence[0]))
+                self.pending.append((fence, cmd, kept))
             self._retire(limit=_IN_FLIGHT)
 
     def _retire(self, limit=0):
