@@ -200,7 +200,8 @@ class StackSpec:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    kind: str              # 'overflow', 'index' or 'loop_budget' (kernel/loop_budget.py)
+    kind: str              # 'overflow', 'index', 'loop_budget' (kernel/loop_budget.py) or
+    #                        'int32_range' (kernel/int32_range.py)
     src: str
     detail: dict
 

@@ -2,7 +2,8 @@
 Each launch gets a fresh, zeroed flag buffer, and many faulting threads give one error."""
 
 from ..config import config
-from ..errors import AdstackOverflowError, DloopIndexError, DloopNotImplementedError
+from ..errors import (AdstackOverflowError, DloopIndexError, DloopNotImplementedError,
+                      DloopValueError)
 from .guess import GuessMissed
 
 
@@ -22,6 +23,12 @@ def _error(spec, value, layouts):
             f"loop's end), and this Vulkan driver ends a thread's loops after "
             f"{spec.detail['budget']:,} passes without an error (Mesa's lavapipe does), so the "
             "results would be wrong; run this call on the cpu backend, or on a GPU", spec.src)
+    if spec.kind == "int32_range":
+        return DloopValueError(
+            "an int64 value computed here passes the int32 range (2^31), and this device "
+            "holds int64 in 32 bits (a Vulkan device without shaderInt64), where it would "
+            "wrap; keep int64 values within +-2^31 here, or run this call on a device with "
+            "shaderInt64 or on the cpu backend", spec.src)
     if spec.kind == "index":
         return DloopIndexError(f"an index is out of bounds for an array of shape "
                                f"{spec.detail['shape']} (negative indices count from the end)",

@@ -16,6 +16,7 @@ from ..config import config
 from ..ir import prims
 from ..ir.graph import Graph, Var
 from ..kernel import kir
+from ..kernel.int32_range import guard_int32_range
 from ..kernel.loop_budget import guard_loop_passes
 from ..kernel.lower import lower_group, table_operand
 from ..kernel.schedule import HostStep, KernelStep, schedule
@@ -121,6 +122,8 @@ def _timed(timings, stage, fn, *args, **kwargs):
 
 
 def _kernel(backend, timings, kernel):
+    if not backend.caps.index64:
+        guard_int32_range(kernel)
     if backend.caps.max_loop_trips is not None:
         guard_loop_passes(kernel, backend.caps.max_loop_trips)
     check_kernel(kernel)

@@ -1,8 +1,8 @@
 """STAGE 5 — vulkan: device arrays. A DeviceArray is a typed view of a device buffer (a whole
 array, or a heap region at an offset). Its dtype is the kernel-IR dtype; `storage` is what
 the device holds: bool as 32-bit integers, int64 as int32 on devices without shaderInt64
-(values that do not fit are refused on upload, never wrapped; but what a kernel computes
-there is int32 arithmetic, which wraps, design.md 20)."""
+(values that do not fit are refused on upload, never wrapped; values a kernel computes
+there that leave int32 raise a fault, kernel/int32_range.py)."""
 
 import math
 
