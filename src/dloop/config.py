@@ -65,10 +65,18 @@ def _physical_memory():
         return 8 << 30
 
 
+# The adstack heap's sizes are int64 sums, interleaved tapes up to 32x the exact one:
+# limits past 2^56 bytes (64 PiB) could wrap them and pass every check.
+MAX_BYTES = 1 << 56
+
+
 def _check_bytes(name):
     def check(value):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise DloopValueError(f"{name} must be a non-negative int (bytes), got {value!r}")
+        if value > MAX_BYTES:
+            raise DloopValueError(f"{name} must be at most 2**56 bytes (64 PiB), got "
+                                  f"{value:,}; no machine has that much memory")
         return value
     return check
 

@@ -105,6 +105,31 @@ def test_a_guess_past_max_adstack_bytes_is_counted_instead(backend):
             np.testing.assert_allclose(np.asarray(g), 0.5 ** _halvings(x), rtol=1e-15)
 
 
+def test_a_guess_whose_tape_makes_a_later_kernel_pass_the_limit_is_counted(backend):
+    """Two taped while loops in two kernels (a host sum between them), both tapes held until
+    the reverse sweep: the first kernel's guess fits alone, but with it the second kernel's
+    tape passes max_adstack_bytes. The run is counted again, not refused."""
+    def halve(v):
+        return dl.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, v)
+
+    def loss(x):
+        y = halve(x)
+        s = y.sum()
+        return (halve(x * (1.0 + 0.0 * s)) * s).sum()
+    n = 8000
+    x = np.where(np.arange(n) < n // 2, 0.9 * 2 ** 4, 0.9 * 2 ** 5)     # 4 and 5 halvings
+    f = dl.grad(loss)
+    want = f(x)
+    exact = 2 * (4 + 5) * n // 2 * 8
+    assert dl.memory_stats()["adstack_bytes_used"] == exact
+    with dl.config.override(max_adstack_bytes=exact + 1024):   # a guess of 5 needs more
+        for _ in range(4):
+            np.testing.assert_array_equal(f(x), want)
+            assert dl.memory_stats()["adstack_bytes_used"] == exact
+    y = 0.5 ** _halvings(x) * x
+    np.testing.assert_allclose(want, 2 * y.sum() * 0.5 ** _halvings(x), rtol=1e-12)
+
+
 def test_memory_stats_after_a_missed_guess_are_the_counted_run_s(backend):
     n = 4000
     f = dl.grad(_loss)

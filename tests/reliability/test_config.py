@@ -76,3 +76,18 @@ def test_override_checks_before_changing_anything():
             pass
     assert __file__ in str(e.value) and "adstack_capacity" in str(e.value)
     assert dl.config.num_threads == before
+
+
+def test_byte_limits_past_2_to_the_56_are_refused():
+    """The heap's sizes are int64 sums, an interleaved tape up to 32x the exact one: a limit
+    past 2^56 bytes could let them wrap negative and pass every check (an element then
+    pushed outside any allocation)."""
+    with dl.config.override(max_adstack_bytes=1 << 56):
+        assert dl.config.max_adstack_bytes == 1 << 56
+    for name in ("max_adstack_bytes", "cache_max_bytes"):
+        with pytest.raises(dl.DloopValueError) as e:
+            dl.config.update(name, (1 << 56) + 1)  # E-bytes-limit
+        assert name in str(e.value) and "2**56" in str(e.value) and __file__ in str(e.value)
+    with pytest.raises(dl.DloopValueError):
+        with dl.config.override(max_adstack_bytes=1 << 64, adstack_capacity=1 << 60):
+            pass

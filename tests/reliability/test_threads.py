@@ -113,3 +113,34 @@ def test_threads_share_the_vulkan_device_order():
                     mismatches.append((t, j, k))
         _in_threads(3, worker)
     assert not mismatches, mismatches
+
+
+def test_threads_setting_up_the_cpu_compiler_together(monkeypatch):
+    """The cpu compiler's one-time set-up (LLVM's target, libmvec) taken by two threads at
+    once: the second waits for the first's, where it once read a half-made state
+    (KeyError 'mvec'). find_library is slowed to widen the window it took."""
+    import ctypes.util
+    import time
+
+    from dloop.backends.cpu import compile as cpu_compile
+    monkeypatch.setattr(cpu_compile, "_state", {})
+    find = ctypes.util.find_library
+
+    def slow(name):
+        time.sleep(0.3)
+        return find(name)
+    monkeypatch.setattr(ctypes.util, "find_library", slow)
+    found, errors = [], []
+
+    def first_use():
+        try:
+            found.append(cpu_compile.vector_math(cpu_compile.vector_width()))
+        except Exception as e:             # reported below
+            errors.append(repr(e))
+    threads = [threading.Thread(target=first_use) for _ in range(2)]
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert not errors and len(found) == 2 and found[0] == found[1]

@@ -45,6 +45,7 @@ class Execution:
         self.lasting = {}          # id -> (host array, {dtype: its device copy}); see _upload
         self.guessing = True       # counted loops may be sized from their plan's last count
         self.guessed = None        # the plan whose launch being sized guessed (guess.py)
+        self.guesses = []          # every plan that guessed in this run, in order
         self.fresh = fresh
         if fresh:
             self.heap.last_used = 0
@@ -79,7 +80,7 @@ class Execution:
             if missed is not None:
                 # Again, counted; outside the handler, so the first attempt's tapes are freed.
                 guess.missed(missed)
-                self.guessing, self.pending, self.lease = False, [], None
+                self.guessing, self.pending, self.lease, self.guesses = False, [], None, []
                 if self.fresh:
                     self.heap.last_used = 0
                 outs = self._finish(self._run(executable, args, consts), to_host)
@@ -192,9 +193,12 @@ class Execution:
                 try:
                     layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
                 except DloopMemoryError:
-                    if self.guessed is None:
+                    # A guess, this launch's or an earlier one's whose tape is still held,
+                    # may be what passes the limit: counted, the run may fit.
+                    blamed = self.guessed or (self.guesses[-1] if self.guesses else None)
+                    if blamed is None:
                         raise
-                    raise guess.GuessMissed(plan) from None    # counted, it may fit
+                    raise guess.GuessMissed(blamed) from None
             self._check_trips(plan, caps)
         elif n and work:
             handle = env[plan.external_tokens[0]]
@@ -320,6 +324,7 @@ class Execution:
                 caps.update({loop: xp.full(n, most, dtype=np.int64)
                              for loop, most in longest.items()})
                 self.guessed = plan
+                self.guesses.append(plan)
         return caps
 
     def _lay_out(self, plan, caps, order):

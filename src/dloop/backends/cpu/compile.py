@@ -8,16 +8,25 @@ from importlib import resources
 import llvmlite.binding as llvm
 import numpy as np
 
-_lock = threading.Lock()
+_lock = threading.Lock()          # every use of LLVM's compiler and JIT
+_setup_lock = threading.Lock()    # the one-time set-up below
 _state = {}
 
 
 def _target_machine():
-    if "tm" not in _state:
+    """LLVM's target machine for this CPU, set up once: under its own lock, with "tm"
+    published last, so that a thread that finds it finds the rest (a second thread's first
+    call once read "mvec" while the first was still looking for libmvec)."""
+    tm = _state.get("tm")
+    if tm is not None:
+        return tm
+    with _setup_lock:
+        if "tm" in _state:
+            return _state["tm"]
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
-        _state["tm"] = target.create_target_machine(
+        tm = target.create_target_machine(
             cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
             opt=3, reloc="default", codemodel="jitdefault")
         _state["native"] = resources.files("dloop").joinpath(
@@ -31,7 +40,8 @@ def _target_machine():
             _state["mvec"] = True
         except (TypeError, OSError, RuntimeError):
             _state["mvec"] = False
-    return _state["tm"]
+        _state["tm"] = tm
+    return tm
 
 
 class CompiledKernel:
