@@ -60,13 +60,16 @@ def plan_steps(executable, src, max_threads=None):
 def carry_pairs(plan, mode, n_index, n_carry, n_inv):
     """(slot read, slot written) per carry (per carry cotangent in reverse), and whether a
     driver may point the writes elsewhere (into the tape's next row, or the other buffer of
-    a swapped pair): each pair's written slot is its own and no input's."""
+    a swapped pair): each pair's written slot is its own, no input's, and no other output's
+    (a reverse body whose carry cotangent is also an invariant's, as sin(u + p) gives for u
+    and p: the invariant's is accumulated from the slot as written)."""
     ins = plan.inputs
     read = ins[n_index + n_carry + n_inv:] if mode == "reverse" else \
         ins[n_index:n_index + n_carry]
     pairs = list(zip(read, plan.outputs))
     written = [o for _, o in pairs]
-    return pairs, len(set(written)) == len(written) and not set(written) & set(ins)
+    others = set(plan.outputs[len(pairs):])
+    return pairs, len(set(written)) == len(written) and not set(written) & (set(ins) | others)
 
 
 def _unsuitable(executable, max_threads):
