@@ -672,6 +672,18 @@ def test_bool_carries_on_the_adstack_take_32_bits(masked):
     assert dl.memory_stats()["adstack_bytes_used"] == n.sum() * (8 + 4)
 
 
+def test_a_device_the_driver_cannot_open_makes_the_backend_unavailable(monkeypatch):
+    """NVIDIA's driver refused a new VkDevice after a few dozen in one process: that is the
+    backend's reason for being unavailable, not a raw driver exception."""
+    def refuse(*args):
+        raise vk.VkErrorInitializationFailed()
+    monkeypatch.setattr(vk, "vkCreateDevice", refuse)
+    with pytest.raises(vkdevice.VulkanUnavailable,
+                       match="could not be opened: vkCreateDevice failed "
+                             r"\(VkErrorInitializationFailed\)"):
+        vkdevice.Device()
+
+
 def test_an_unknown_feature_mask_makes_the_backend_unavailable_with_the_reason(monkeypatch):
     monkeypatch.setitem(vars(dl.config), "vulkan_mask", "float64,quantum")
     with pytest.raises(vkdevice.VulkanUnavailable, match="quantum.*known: float64"):

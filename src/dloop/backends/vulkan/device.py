@@ -333,7 +333,11 @@ class Device:
                                      enabledExtensionCount=len(names),
                                      ppEnabledExtensionNames=names or None,
                                      pEnabledFeatures=base)
-        self.device = vk.vkCreateDevice(self.pd, info, None)
+        try:
+            self.device = vk.vkCreateDevice(self.pd, info, None)
+        except vk.VkError as e:       # the driver out of resources, or the GPU in a bad state
+            raise VulkanUnavailable(f"the Vulkan device {f.name} could not be opened: "
+                                    f"vkCreateDevice failed ({type(e).__name__})") from None
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
