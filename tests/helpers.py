@@ -6,7 +6,7 @@ import numpy as np
 def finite_difference(f, x, eps=1e-6):
     """Central differences of a scalar function f at float64 array x, element by element."""
     x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
+    g = np.zeros(x.shape)                # C order: reshape(-1) must be a view of it
     flat = g.reshape(-1)
     for k in range(x.size):
         e = np.zeros(x.size)

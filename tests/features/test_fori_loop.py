@@ -131,3 +131,26 @@ def test_loop_gathers_from_a_table_computed_just_before(backend):
         return dl.fori_loop(0, n, lambda i, v: v + t[i], x)
 
     np.testing.assert_array_equal(dl.jit(f)(x), [0.0, 3.0, 8.0, 3.0, 4.0])
+
+
+def test_carries_assigned_all_at_once(backend):
+    """A carry's new value may be another carry's old one: (b, a) swaps, and c[1] passed on
+    to c[0] reaches it one step later (the interpreter assigned carries one by one, so a swap
+    gave (b, b) and the gradient through the hand-on was 0)."""
+    a, b = np.array([1.0, 2.0]), np.array([10.0, 20.0])
+    swapped = dl.fori_loop(0, 3, lambda i, c: (c[1], c[0]), (a, b))
+    np.testing.assert_array_equal(swapped[0], b)
+    np.testing.assert_array_equal(swapped[1], a)
+    q, w = np.array([0.5, -0.3, 0.2, 0.8, -0.6]), np.arange(1.0, 6.0)
+
+    def handed_on(q):        # a <- b <- 2q: after two steps a == 2q
+        a, _ = dl.fori_loop(0, 2, lambda i, c: (c[1], 2.0 * q), (np.zeros(5), np.zeros(5)))
+        return (a * w).sum()
+    assert_close(dl.grad(handed_on)(q), 2 * w, rtol=1e-15)
+    n = np.array([0, 1, 2, 3, 4])
+    rotated = dl.while_loop(lambda c: c[3] < n, lambda c: (c[1], c[2], c[0], c[3] + 1),
+                            (q, 2 * q, 3 * q, np.zeros(5, np.int64)))
+    expected = [np.where(n % 3 == 0, q, np.where(n % 3 == 1, 2 * q, 3 * q)),
+                np.where(n % 3 == 0, 2 * q, np.where(n % 3 == 1, 3 * q, q))]
+    assert_close(rotated[0], expected[0], rtol=0)
+    assert_close(rotated[1], expected[1], rtol=0)

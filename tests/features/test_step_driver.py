@@ -195,3 +195,28 @@ def test_repeated_calls_with_new_values(backend):
             bar = bar * (1 - 0.4 - 0.03 * h ** 2) + 0.2 * (np.roll(bar, -1) + np.roll(bar, 1))
         assert_close(f(u0), u, rtol=1e-13)
         assert_close(g(u0), bar, rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["computed .T", "Fortran-ordered argument"])
+def test_an_invariant_that_is_not_c_ordered(backend, layout):
+    """The drivers add flat cotangents into an invariant's gradient by address: its
+    accumulator was zeros_like(invariant), F-ordered for a transposed one, and the gradient
+    came back transposed (cpu, cpu-scalar)."""
+    x0 = np.arange(12.0).reshape(3, 4) / 10
+    q0 = np.linspace(0.1, 0.9, 12).reshape(4, 3)
+    weights = np.arange(12.0).reshape(3, 4)
+
+    def loss(x, q, loop):
+        p = q.T if layout == "computed .T" else q
+        u = loop(lambda i, c: np.sin(np.roll(c, 1, axis=1) + p), x)
+        return (u * weights).sum()
+
+    def python_loop(body, c):
+        for i in range(2):
+            c = body(i, c)
+        return c
+    q_in = q0 if layout == "computed .T" else np.asfortranarray(q0.T)
+    g = dl.grad(lambda x, q: loss(x, q, lambda b, c: dl.fori_loop(0, 2, b, c)),
+                argnums=1)(x0, q_in)
+    assert_close(g, finite_difference(lambda q: loss(x0, q, python_loop), q_in), rtol=1e-7,
+                 atol=1e-9)

@@ -149,7 +149,10 @@ def run_cloop_bwd(execution, bodies, op, value):
     program = bodies["vjp"]
     be, heap = execution.backend, execution.heap
     carry_bars = [bars[k] for k in vjp.float_carries]
-    inv_bars = [be.xp.zeros_like(execution.queued(invs[k])) for k in vjp.invariants]
+    # C order, whatever the invariant's: step drivers add flat cotangents into them by address
+    # (zeros_like of a transposed invariant was F-ordered, and its gradient came back
+    # transposed).
+    inv_bars = [be.zeros(tuple(invs[k].shape), np.dtype(invs[k].dtype)) for k in vjp.invariants]
     lo = int(be.to_numpy(execution.host(bounds[0]))) if info.kind == "fori" else 0
     nf = len(vjp.float_carries)
     prefix = 1 if info.kind == "fori" else 0

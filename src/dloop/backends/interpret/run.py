@@ -79,8 +79,10 @@ class _Thread:
         np.add.at(self.buffers[s.buf], self.val(s.index)[mask], self.val(s.value)[mask])
 
     def _merge(self, targets, values, active):
-        for t, v in zip(targets, values):
-            self.set(t, np.where(active, self.val(v), self.val(t)))
+        # One parallel assignment: a carry's new value may be another carry's old one (a swap).
+        new = [np.where(active, self.val(v), self.val(t)) for t, v in zip(targets, values)]
+        for t, value in zip(targets, new):
+            self.set(t, value)
 
     def do_For(self, s, mask):
         lo, hi = self.val(s.lo).astype(np.int64), self.val(s.hi).astype(np.int64)
