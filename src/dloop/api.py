@@ -37,6 +37,9 @@ def _as_input(x, path, where, device=True):
 def _supported(array, path, where):
     """Smaller integer dtypes widen to int64 (every value fits, but uint64's top half)."""
     dtype = array.dtype
+    if not getattr(dtype, "isnative", True):    # '>f8': kernels read native byte order
+        array = array.astype(dtype.newbyteorder("="))
+        dtype = array.dtype
     if dtype.name in libraries.DTYPES:
         return array
     if dtype.kind in "iu" and (dtype != np.uint64 or not array.size or
@@ -164,7 +167,12 @@ def jit(fun):
     _check_fun(fun, "jit", user_location())
 
     @functools.wraps(fun)
-    def jitted(*args):
+    def jitted(*args, **kwargs):
+        if kwargs:
+            raise DloopTypeError(
+                f"keyword arguments ({', '.join(kwargs)}) are not supported by "
+                "dloop-transformed functions; pass them positionally, or bind them with "
+                "functools.partial", user_location())
         if is_tracing():
             return fun(*args)
         where = user_location()
@@ -234,7 +242,12 @@ def _value_and_grad(fun, argnums, has_aux, name):
     _check_argnums(argnums, where)
 
     @functools.wraps(fun)
-    def wrapped(*args):
+    def wrapped(*args, **kwargs):
+        if kwargs:
+            raise DloopTypeError(
+                f"keyword arguments ({', '.join(kwargs)}) are not supported by "
+                "dloop-transformed functions; pass them positionally, or bind them with "
+                "functools.partial", user_location())
         where = user_location()
         _no_nesting(name, where)
         nums = _argnums(argnums, len(args), where)
@@ -287,8 +300,8 @@ def grad(fun, argnums=0, has_aux=False):
     vg = _value_and_grad(fun, argnums, has_aux, "grad")
 
     @functools.wraps(fun)
-    def g(*args):
-        value, grads = vg(*args)
+    def g(*args, **kwargs):
+        value, grads = vg(*args, **kwargs)
         return (grads, value[1]) if has_aux else grads
     return g
 
@@ -327,9 +340,10 @@ def vjp(fun, *primals, has_aux=False):
 
     def f_vjp(cotangent):
         cts, ct_td = pytree.flatten(cotangent)
-        if len(cts) != len(out_shapes):
-            raise DloopTypeError("the cotangent must have the structure of the function's "
-                                 "output", user_location())
+        expected = main_td if has_aux else out_td
+        if ct_td != expected:
+            raise DloopTypeError(f"the cotangent must have the structure of the function's "
+                                 f"output, {expected}; got {ct_td}", user_location())
         cts = [_cotangent(c, a, user_location(), backend.name == "cuda")
                for c, a in zip(cts, out_shapes)]
         grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from helpers import error_checker
+from helpers import assert_close, error_checker
 
 X = np.linspace(0.1, 1.0, 4)
 N = np.array([1, 2, 3, 4])
@@ -151,3 +151,22 @@ def test_bad_max_steps(backend):
     with pytest.raises(dl.DloopValueError) as e:
         dl.while_loop(lambda v: v > 2.0, lambda v: v * 0.5, X, max_steps=-1)  # E-max-steps
     check(e, dl.DloopValueError, "E-max-steps", "max_steps", "non-negative int")
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "jit"])
+def test_keyword_arguments(backend, transform):
+    def loss(x, scale=1.0):
+        return (x * scale).sum()
+    wrapped = getattr(dl, transform)(loss)
+    with pytest.raises(dl.DloopTypeError) as e:
+        wrapped(X, scale=2.0)  # E-kwargs
+    check(e, dl.DloopTypeError, "E-kwargs", "keyword arguments (scale)", "functools.partial")
+
+
+def test_cotangent_of_another_structure(backend):
+    _, pullback = dl.vjp(lambda x: {"pos": x * 2.0, "vel": x * 3.0}, X)
+    with pytest.raises(dl.DloopTypeError) as e:
+        pullback((X, X))  # E-ct-structure
+    check(e, dl.DloopTypeError, "E-ct-structure", "structure of the function's output")
+    assert_close(pullback({"vel": np.ones(4), "pos": np.zeros(4)})[0], np.full(4, 3.0),
+                 rtol=0)

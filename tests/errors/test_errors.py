@@ -177,3 +177,24 @@ def test_invalid_setting_values(backend):
     with pytest.raises(dl.DloopValueError) as e:
         dl.config.update("backend", "tpu")  # E-backend
     check(e, dl.DloopValueError, "E-backend", "interpret", "cpu", "cuda")
+
+
+def test_shapes_that_do_not_broadcast(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(lambda v: v + np.ones(5))(np.ones(3))  # E-no-broadcast
+    check(e, dl.DloopValueError, "E-no-broadcast", "(3,), (5,)", "do not broadcast")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint32])
+def test_converting_to_a_dtype_dloop_does_not_compute_in(backend, dtype):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda v: v.astype(dtype) * 2)(X)  # E-astype
+    check(e, dl.DloopTypeError, "E-astype", np.dtype(dtype).name, "float64")
+
+
+def test_argmax_of_an_empty_array(backend):
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(lambda v: np.argmax(v))(np.ones(0))  # E-argmax-empty
+    check(e, dl.DloopValueError, "E-argmax-empty", "argmax", "length 0")
+    np.testing.assert_array_equal(dl.jit(lambda v: np.argmax(v, axis=1))(np.ones((0, 3))),
+                                  np.zeros(0, np.int64))

@@ -195,3 +195,10 @@ def test_gather_from_a_table_computed_just_before(backend):
     assert_close(dl.jit(f)(x), f(x), rtol=0)
     assert_close(dl.grad(lambda v: f(v).sum())(x), finite_difference(lambda v: f(v).sum(), x),
                  rtol=1e-6)
+
+
+def test_hypot_of_an_infinite_operand_is_infinite(backend):
+    """IEEE 754 and NumPy: hypot(inf, nan) is inf."""
+    a = np.array([np.inf, np.inf, -np.inf, np.nan, 3.0, 0.0])
+    b = np.array([np.nan, np.inf, np.inf, -np.inf, 4.0, 0.0])
+    np.testing.assert_array_equal(dl.jit(np.hypot)(a, b), np.hypot(a, b))

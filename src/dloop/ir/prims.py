@@ -4,6 +4,8 @@ implementations (runtime/host_ops.py) are registered in tables keyed by these ob
 
 import numpy as np
 
+from ..errors import DloopValueError
+from ..source import user_location
 from . import elementwise
 from .graph import Aval
 
@@ -36,7 +38,12 @@ def broadcast_shapes(*shapes):
     for shape in shapes:
         if shape and shape != found:
             if found:
-                return tuple(np.broadcast_shapes(*shapes))
+                try:
+                    return tuple(np.broadcast_shapes(*shapes))
+                except ValueError:
+                    raise DloopValueError(
+                        f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast "
+                        "against each other", user_location()) from None
             found = shape
     return tuple(found)
 

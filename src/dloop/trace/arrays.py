@@ -264,6 +264,9 @@ def _argreduce(op, x, axis, keepdims):
     if axis is None:
         out = _argreduce(op, ops.reshape(x, (-1,)), 0, False)
         return ops.reshape(out, (1,) * x.ndim) if keepdims else out
+    if x.shape[_axis(axis, x.ndim)] == 0:
+        raise DloopValueError(f"arg{op} along an axis of length 0 has no answer",
+                              user_location())
     return bind1(P["argreduce"], [x], {"op": op, "axis": _axis(axis, x.ndim),
                                         "keepdims": bool(keepdims)})
 
@@ -340,8 +343,13 @@ def hypot(a, b):
     a, b = ops.unary("abs", a, float_only=True), ops.unary("abs", b, float_only=True)
     big, small = ops.binary("max", a, b), ops.binary("min", a, b)
     ratio = ops.divide(small, ops.where(ops.compare("eq", big, 0), 1, big))
-    return ops.multiply(big, ops.unary("sqrt", ops.add(1, ops.multiply(ratio, ratio)),
-                                       float_only=True))
+    scaled = ops.multiply(big, ops.unary("sqrt", ops.add(1, ops.multiply(ratio, ratio)),
+                                         float_only=True))
+    # IEEE 754: an infinite operand makes hypot infinite, even beside a NaN (inf / inf and
+    # max(inf, nan) would make it NaN).
+    infinite = ops.logical_op("or", ops.compare("eq", a, math.inf),
+                              ops.compare("eq", b, math.inf))
+    return ops.where(infinite, math.inf, scaled)
 
 
 def logaddexp(a, b):

@@ -7,6 +7,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
+from ..libraries import DTYPES
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..source import user_location
@@ -58,7 +59,11 @@ def result_dtype(*xs):
 
 
 def convert(x, dtype):
-    dtype = np.dtype(dtype)
+    dtype = np.dtype(dtype).newbyteorder("=")     # kernels compute in native byte order
+    if isinstance(x, Tracer) and dtype.name not in DTYPES:
+        raise DloopTypeError(
+            f"dloop does not compute in {dtype.name} (supported: {', '.join(DTYPES)}); "
+            "convert to one of these", user_location())
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
     if isinstance(x, (bool, int, float, complex)):

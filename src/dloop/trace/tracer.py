@@ -37,6 +37,7 @@ class Builder:
         # the host and back at every call.
         self.keeps_device_arrays = False
         self._const_ids = {}
+        self._const_keep = []
         self.active = True
 
     def __enter__(self):
@@ -88,9 +89,13 @@ class Builder:
     def const_var(self, array):
         var = self._const_ids.get(id(array))
         if var is None:
+            original = array
+            if isinstance(array, np.ndarray) and not array.dtype.isnative:
+                array = array.astype(array.dtype.newbyteorder("="))
             var = new_var(array.shape, array.dtype)
             self.consts[var] = array
-            self._const_ids[id(array)] = var
+            self._const_ids[id(original)] = var
+            self._const_keep.append(original)     # its id stays unique while tracing
         return var
 
     def _lift_var(self, var, owner):
