@@ -36,6 +36,7 @@ def test_debug_nonsense_is_an_error():
 @pytest.mark.parametrize("variable, text", [("DLOOP_ADSTACK_CAPACITY", "abc"),
                                             ("DLOOP_MAX_ADSTACK_BYTES", "lots"),
                                             ("DLOOP_NUM_THREADS", "0"),
+                                            ("DLOOP_NUM_THREADS", "1e99"),
                                             ("DLOOP_BACKEND", "tpu")])
 def test_bad_environment_value_names_the_variable(variable, text):
     rc, _, err = python("import dloop", **{variable: text})
@@ -91,3 +92,15 @@ def test_byte_limits_past_2_to_the_56_are_refused():
     with pytest.raises(dl.DloopValueError):
         with dl.config.override(max_adstack_bytes=1 << 64, adstack_capacity=1 << 60):
             pass
+
+
+def test_thread_counts_past_1024_and_cache_paths_with_nul_are_refused():
+    """num_threads=10**99 was accepted and failed at the first launch with a raw
+    RuntimeError; a NUL byte in cache_dir failed at the first compile with a raw
+    ValueError."""
+    for name, value in (("num_threads", 1025), ("cache_dir", "cache\0dir")):
+        with pytest.raises(dl.DloopValueError) as e:
+            dl.config.update(name, value)  # E-setting-range
+        assert name in str(e.value) and __file__ in str(e.value)
+    with dl.config.override(num_threads=1024):
+        assert dl.config.num_threads == 1024

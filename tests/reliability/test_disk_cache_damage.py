@@ -125,3 +125,55 @@ def test_clear(tmp_path):
     assert cache.size(str(tmp_path)) > 0
     files, freed = cache.clear(str(tmp_path))
     assert files > 0 and freed > 0 and cache.size(str(tmp_path)) == 0
+
+
+def test_an_entry_that_is_a_fifo_or_grown_huge_is_discarded(tmp_path):
+    """An entry's path holding a named pipe hung the reader forever in open(); one grown to
+    64 GiB (sparse) was read whole. Both are discarded and the kernel compiled again."""
+    _, expected, _ = run(tmp_path)
+    files = _entry_files(tmp_path)
+    os.remove(files[0])
+    os.mkfifo(files[0])
+    with open(files[1], "r+b") as f:
+        f.truncate(64 << 30)
+    count, grad, stderr = run(tmp_path)           # run()'s time limit catches a hang
+    assert grad == expected and count == 2, (count, stderr)
+    assert stderr.count("discarding the kernel cache entry") == 2, stderr
+
+
+def test_the_size_cap_deletes_only_the_cache_s_own_files(tmp_path):
+    """The cap and `cache clear` deleted any two-letter folder's .json, .bin or .tmp files:
+    a cache_dir shared with other files lost them."""
+    import dloop as dl
+    foreign = [tmp_path / "de" / "messages.json", tmp_path / "ab" / "notes.tmp",
+               tmp_path / "ab" / "data.bin"]
+    for path in foreign:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(bytes(5000))
+        os.utime(path, (1000, 1000))
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=100):
+        cache.store(cache.key("test", 0), bytes(1000), {})
+    cache.clear(str(tmp_path))
+    assert all(path.exists() for path in foreign)
+
+
+def test_writes_a_killed_process_left_are_deleted_by_the_size_cap(tmp_path):
+    """A day-old .tmp counted against the cap but was never deleted: past the cap, every
+    store evicted every other entry. A recent one may be a write in progress and stays."""
+    import dloop as dl
+    keys = [cache.key("test", k) for k in range(3)]
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=1 << 30):
+        for k in keys[:2]:
+            cache.store(k, bytes(1000), {})
+    one = os.path.getsize(cache._path(keys[0], str(tmp_path)))
+    stale, recent = tmp_path / keys[0][:2] / "dloop-x.tmp", tmp_path / keys[1][:2] / "tmpy.tmp"
+    stale.write_bytes(bytes(100 * one))
+    os.utime(stale, (1000, 1000))
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=4 * one):
+        cache.store(keys[2], bytes(1000), {})
+        assert all(cache.load(k, {}) is not None for k in keys)
+    assert not stale.exists()
+    recent.write_bytes(bytes(100 * one))
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=50 * one):
+        cache.store(keys[0], bytes(1000), {})
+    assert recent.exists()

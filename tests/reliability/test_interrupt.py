@@ -78,3 +78,71 @@ def test_ctrl_c_during_a_long_gradient(threads):
     assert float(lines["cpu"].split()[-1]) < 0.1, proc.stdout
     assert lines["same"] == "True", proc.stdout
     assert "fd ok" in proc.stdout
+
+
+LLVM_SCRIPT = textwrap.dedent("""
+    import _thread, gc, signal
+    import numpy as np
+    import llvmlite.binding as llvm
+    from llvmlite.binding import ffi
+    import dloop as dl
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    dl.config.update("backend", "cpu")
+    dl.config.update("cache_dir", "")          # every kernel compiled
+    x = np.random.default_rng(0).random(600)
+
+    def loss(c):
+        return lambda x: (dl.fori_loop(0, 20, lambda i, v: v * c + np.sin(v) * x, x) ** 2).sum()
+    dl.grad(loss(0.9))(x)
+
+    class Interrupting:
+        # Ctrl-C as the C call returns (a real SIGINT is raised at the same point).
+        def __init__(self, real):
+            self.real = real
+
+        def __call__(self, *args):
+            result = self.real(*args)
+            _thread.interrupt_main()
+            return result
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+    where = {where!r}
+    if where == "engine":
+        real = llvm.ObjectFileRef.from_data
+        llvm.ObjectFileRef.from_data = staticmethod(Interrupting(real))
+    else:
+        real = ffi.lib._fntab[where]
+        ffi.lib._fntab[where] = Interrupting(real)
+    try:
+        dl.grad(loss(0.8))(x)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted")
+    if where == "engine":
+        llvm.ObjectFileRef.from_data = staticmethod(real)
+    else:
+        ffi.lib._fntab[where] = real
+    gc.collect()
+    h = 1e-6
+    for c in (0.7, 0.6, 0.5):
+        g = dl.grad(loss(c))(x)
+        for j in (0, 1):
+            e = np.zeros(600); e[j] = h
+            fd = (loss(c)(x + e) - loss(c)(x - e)) / (2 * h)
+            assert abs(fd - g[j]) < 1e-6 * max(1.0, abs(fd)), (c, j, fd, g[j])
+    print("fd ok")
+""")
+
+
+@pytest.mark.parametrize("where", ["engine", "LLVMPY_LinkModules", "LLVMPY_DisposeString"])
+def test_ctrl_c_inside_llvm_leaves_later_compiles_working(where):
+    """llvmlite hands LLVM objects over in two steps (a C call, then Python bookkeeping); a
+    KeyboardInterrupt between them freed the shared target machine, a linked module or a
+    string twice, and a later compile or garbage collection crashed the process (SIGSEGV,
+    'double free'). The compiler now runs where Ctrl-C is not raised, and the Ctrl-C
+    reaches the caller once it has finished."""
+    proc = subprocess.run([sys.executable, "-c", LLVM_SCRIPT.format(where=where)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "interrupted" in proc.stdout.split() and "fd ok" in proc.stdout, proc.stdout

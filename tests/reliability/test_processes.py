@@ -113,3 +113,49 @@ def test_a_forked_child_ends_normally_without_the_driver():
         print("parent again:", np.array_equal(np.asarray(grad(x)), first))
     """, timeout=120)
     assert "child exit 0" in out and "parent again: True" in out, out
+
+
+def test_fork_while_another_thread_compiles():
+    """A fork while another thread was inside LLVM left llvmlite's lock held in the child,
+    whose first compile then hung (14 forks in 15). The fork now waits for the compile."""
+    out = run_script("""
+        import threading, time
+        dl.config.update("cache_dir", "")       # every call compiles
+        x = np.random.default_rng(0).random(600)
+
+        def loss(c):
+            return lambda x: (dl.fori_loop(0, 20, lambda i, v: v * c + np.sin(v) * x,
+                                           x) ** 2).sum()
+        dl.grad(loss(0.5))(x)
+        stop = []
+
+        def compile_forever():
+            k = 0
+            while not stop:
+                k += 1
+                dl.grad(loss(0.9 + 1e-4 * k))(x)
+        threading.Thread(target=compile_forever, daemon=True).start()
+        read, write = os.pipe()
+        for trial in range(6):
+            time.sleep(0.05 * trial)
+            c = 0.25 + 0.01 * trial             # a new kernel: the child compiles it
+            pid = os.fork()
+            if pid == 0:
+                os.write(write, dl.grad(loss(c))(x).tobytes())
+                os._exit(0)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    got = os.read(read, 1 << 20)
+                    same = got == dl.grad(loss(c))(x).tobytes()
+                    print("child", os.waitstatus_to_exitcode(status), "same", same)
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print("child hung")
+        stop.append(True)
+    """)
+    assert out.count("child 0 same True") == 6, out

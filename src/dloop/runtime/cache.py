@@ -13,8 +13,11 @@ import functools
 import hashlib
 import json
 import os
+import re
+import stat
 import struct
 import tempfile
+import time
 import warnings
 
 from ..config import config
@@ -23,6 +26,13 @@ from ..errors import DloopWarning
 _MAGIC = b"dloop kernel cache 1\n"
 _HEADER = struct.Struct("<QQ32s")          # metadata length, code length, sha256
 _SUFFIX = ".entry"
+_TMP_PREFIX = "dloop-"
+# The cache's own files, and nothing else that may share its directory: the size cap and
+# `cache clear` delete only these (entries, leftovers of older formats, interrupted writes).
+_OURS = re.compile(r"[0-9a-f]{64}\.(entry|bin|json)|(dloop-|tmp)[\w-]*\.tmp")
+_SUBDIR = re.compile(r"[0-9a-f]{2}")
+# A write this old is a killed process's, not one in progress: the size cap deletes it.
+_STALE_TMP_SECONDS = 3600
 
 
 @functools.cache
@@ -75,6 +85,23 @@ def _decode(blob):
     return bytes(body[n_meta:]), meta
 
 
+def _read_entry(path):
+    """An entry's bytes: only a regular file (a FIFO would block open() and read() forever),
+    and no more than its header announces (a file grown by damage is not read whole)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b""                 # reported as a damaged header, and removed
+        head = f.read(len(_MAGIC) + _HEADER.size)
+        if len(head) < len(_MAGIC) + _HEADER.size or not head.startswith(_MAGIC):
+            return head
+        n_meta, n_code, _ = _HEADER.unpack_from(head, len(_MAGIC))
+        if len(head) + n_meta + n_code != st.st_size:
+            return head                # its length is checked (and refused) in _decode
+        return head + f.read(n_meta + n_code)
+
+
 def load(k, check):
     """(code bytes, metadata) if a verified entry for key k exists and its metadata has the
     `check` fields with the same values; else None."""
@@ -82,9 +109,8 @@ def load(k, check):
     if path is None:
         return None
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError:
+        blob = _read_entry(path)
+    except (OSError, ValueError, MemoryError):
         return None
     decoded = _decode(blob)
     if isinstance(decoded, str):
@@ -121,13 +147,14 @@ def store(k, code, meta):
     tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=_TMP_PREFIX,
+                                   suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
         tmp = None
         _evict(config.cache_dir, config.cache_max_bytes, keep=path)
-    except OSError:
+    except (OSError, ValueError):
         pass    # a read-only or full disk only costs a recompile next time
     finally:
         if tmp is not None:
@@ -140,8 +167,8 @@ def entries(directory=None):
     directory = config.cache_dir if directory is None else directory
     out = []
     try:
-        subdirs = [d for d in os.listdir(directory) if len(d) == 2]
-    except OSError:
+        subdirs = [d for d in os.listdir(directory) if _SUBDIR.fullmatch(d)]
+    except (OSError, ValueError):
         return out
     for sub in subdirs:
         try:
@@ -149,7 +176,7 @@ def entries(directory=None):
         except OSError:
             continue
         for name in names:
-            if name.endswith((_SUFFIX, ".tmp", ".bin", ".json")):
+            if _OURS.fullmatch(name):
                 path = os.path.join(directory, sub, name)
                 try:
                     st = os.stat(path)
@@ -173,11 +200,13 @@ def clear(directory=None):
 def _evict(directory, cap, keep):
     found = sorted(entries(directory), key=lambda e: e[2])
     total = sum(s for _, s, _ in found)
-    for path, nbytes, _ in found:
+    stale = time.time() - _STALE_TMP_SECONDS
+    for path, nbytes, mtime in found:
         if total <= cap:
             break
-        # A .tmp may be another process's write in progress.
-        if path != keep and not path.endswith(".tmp") and _remove(path):
+        # A recent .tmp may be another process's write in progress; an old one was left by
+        # a process killed mid-write, and kept, it would make every store evict the rest.
+        if path != keep and (not path.endswith(".tmp") or mtime < stale) and _remove(path):
             total -= nbytes
 
 

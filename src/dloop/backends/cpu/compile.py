@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import os
 import threading
 from importlib import resources
 
@@ -20,6 +21,10 @@ def _target_machine():
     tm = _state.get("tm")
     if tm is not None:
         return tm
+    return _uninterrupted(_set_up)
+
+
+def _set_up():
     with _setup_lock:
         if "tm" in _state:
             return _state["tm"]
@@ -40,8 +45,46 @@ def _target_machine():
             _state["mvec"] = True
         except (TypeError, OSError, RuntimeError):
             _state["mvec"] = False
+        # Asked once: every llvmlite call on the caller's thread can be cut by Ctrl-C.
+        features = llvm.get_host_cpu_features()
+        _state["width"] = 8 if features.get("avx512f") else 4 if features.get("avx2") else 2
+        _state["identity"] = (llvm.get_host_cpu_name(), features.flatten(),
+                              ".".join(map(str, llvm.llvm_version_info)), str(tm.target_data))
         _state["tm"] = tm
     return tm
+
+
+def _uninterrupted(fn):
+    """fn() on a helper thread, where Ctrl-C is never raised: llvmlite hands ownership of
+    LLVM objects over in two steps (a C call, then Python bookkeeping such as
+    `src.detach()` in link_modules or keeping the engine), and a KeyboardInterrupt between
+    them frees an object LLVM still uses (the shared target machine, a linked module): a
+    later compile or garbage collection crashed. A Ctrl-C meanwhile is re-raised once fn
+    has finished."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+    result = []
+
+    def work():
+        try:
+            result.append((True, fn()))
+        except BaseException as e:          # handed to the caller
+            result.append((False, e))
+    thread = threading.Thread(target=work, name="dloop-llvm", daemon=True)
+    interrupted = None
+    thread.start()
+    while True:
+        try:
+            thread.join()
+            break
+        except KeyboardInterrupt as e:
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
 
 
 class CompiledKernel:
@@ -55,16 +98,21 @@ class CompiledKernel:
 
 def vector_width():
     """Lanes of 64 bits in the host's widest vector registers."""
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 8
-    return 4 if features.get("avx2") else 2
+    _target_machine()
+    return _state["width"]
 
 
 def vector_math(width):
     """The libmvec symbols this process can call at `width` lanes (64-bit lanes, and 32-bit
     lanes at the same lane count), loading glibc's libmvec if it is there."""
     _target_machine()
+    found = _state.get(("mvec", width))
+    if found is None:
+        found = _state[("mvec", width)] = _uninterrupted(lambda: _vector_math(width))
+    return found
+
+
+def _vector_math(width):
     found = set()
     if not _state["mvec"]:
         return frozenset()
@@ -81,14 +129,17 @@ def vector_math(width):
 
 def cache_identity():
     """What besides the kernel determines machine code: host CPU, LLVM and dloop versions."""
-    tm = _target_machine()
-    return (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
-            ".".join(map(str, llvm.llvm_version_info)), str(tm.target_data))
+    _target_machine()
+    return _state["identity"]
 
 
 def _loaded(code, take):
     """take(engine) for an execution engine holding object code (kept alive for the
     process), under the compile lock like every other use of LLVM here."""
+    return _uninterrupted(lambda: _loaded_now(code, take))
+
+
+def _loaded_now(code, take):
     with _lock:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
@@ -112,6 +163,10 @@ def load_functions(code, signatures):
 
 def compile_llvm(ir_text, runtime=True):
     """Optimized object code for this CPU; runtime: link the adstack routines in."""
+    return _uninterrupted(lambda: _compile_now(ir_text, runtime))
+
+
+def _compile_now(ir_text, runtime):
     with _lock:
         tm = _target_machine()
         module = llvm.parse_assembly(ir_text)
@@ -123,3 +178,27 @@ def compile_llvm(ir_text, runtime=True):
         builder = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
         builder.getModulePassManager().run(module, builder)
         return tm.emit_object(module)
+
+
+# A fork while another thread compiles (or frees an LLVM object) would leave the child
+# dloop's and llvmlite's locks held forever (its first compile hung): the fork waits for
+# the compile to finish. The order is the compile's (_lock, then _setup_lock at a first
+# compile, then llvmlite's own, reentrant lock, which every llvmlite call takes: garbage
+# collection frees LLVM objects outside dloop's locks). llvmlite's lock is private API:
+# where a version lacks it, forking during a compile stays unsupported (docs/threads.md).
+_llvmlite_lock = getattr(getattr(llvm.ffi.lib, "_lock", None), "_lock", None)
+_fork_locks = [_lock, _setup_lock] + ([_llvmlite_lock] if _llvmlite_lock else [])
+
+
+def _before_fork():
+    for lock in _fork_locks:
+        lock.acquire()
+
+
+def _after_fork():
+    for lock in reversed(_fork_locks):
+        lock.release()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork,
+                    after_in_child=_after_fork)

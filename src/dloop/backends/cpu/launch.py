@@ -18,7 +18,6 @@ from ...config import config
 from ...kernel import kir
 from ...kernel.legalize import legalize, unwrap_loads
 from ..base import Backend, Caps, HostMemory
-from . import compile as _compile_module
 from . import simd, steps
 from .compile import (cache_identity, compile_llvm, load_functions, load_object,
                       vector_math, vector_width)
@@ -108,7 +107,6 @@ class CpuBackend(HostMemory, Backend):
         self._pool = None
         self._workers = 0
         self._lock = threading.Lock()
-        _compile_module._lock = threading.Lock()
 
     def legalize(self, kernel):
         """Wrapped loads stay for the scalar renderer to split the threads at (render.py)."""
@@ -175,7 +173,7 @@ class CpuBackend(HostMemory, Backend):
                 lanes = self.caps.tape_lanes
                 chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
                 job = _Job(compiled, n_threads, -(-chunk // lanes) * lanes, addresses)
-                for _ in range(workers - 1):
+                for _ in range(min(workers, -(-n_threads // job.chunk)) - 1):
                     futures.append(pool.submit(job.work))
             job.chunks()        # the calling thread takes chunks too
             for f in futures:
