@@ -161,6 +161,16 @@ def _host_helpers(ir_text, signatures):
 native.COMPILER[0] = _host_helpers
 
 
+def _no_keywords(kwargs):
+    """Keyword arguments would need their own place in the trace's inputs and the program
+    cache's key; binding them first is explicit about which are constants."""
+    if kwargs:
+        raise DloopTypeError(
+            f"keyword arguments ({', '.join(kwargs)}) are not supported by dloop-transformed "
+            "functions; pass them positionally, or bind them with functools.partial",
+            user_location())
+
+
 def jit(fun):
     """The compiled forward path of `fun`, without differentiation. Inside a function that
     dloop is tracing, a jitted function is simply called: its operations join that trace."""
@@ -168,13 +178,9 @@ def jit(fun):
 
     @functools.wraps(fun)
     def jitted(*args, **kwargs):
-        if kwargs:
-            raise DloopTypeError(
-                f"keyword arguments ({', '.join(kwargs)}) are not supported by "
-                "dloop-transformed functions; pass them positionally, or bind them with "
-                "functools.partial", user_location())
         if is_tracing():
-            return fun(*args)
+            return fun(*args, **kwargs)
+        _no_keywords(kwargs)
         where = user_location()
         graph, consts, arrays, out_td, library = _trace(fun, args, where)
         return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays,
@@ -243,11 +249,7 @@ def _value_and_grad(fun, argnums, has_aux, name):
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        if kwargs:
-            raise DloopTypeError(
-                f"keyword arguments ({', '.join(kwargs)}) are not supported by "
-                "dloop-transformed functions; pass them positionally, or bind them with "
-                "functools.partial", user_location())
+        _no_keywords(kwargs)
         where = user_location()
         _no_nesting(name, where)
         nums = _argnums(argnums, len(args), where)
