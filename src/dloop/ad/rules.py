@@ -96,11 +96,15 @@ def _complex_exponent_bar(em, a, b, y, g):
 
 
 def _max_min(compare):
+    """The winner takes g; on a tie each operand takes g / 2 (JAX's and PyTorch's convention),
+    so that compositions smooth at a == b (hypot, logaddexp) get their true gradient."""
     def pick(first):
         def r(em, a, b, y, g):
             take_a = em.op(compare, a, b)
+            tie = em.op("eq", a, b)
             zero = em.lit(0.0, g)
-            return em.op("select", take_a, g, zero) if first else em.op("select", take_a, zero, g)
+            mine = em.op("select", take_a, g, zero) if first else em.op("select", take_a, zero, g)
+            return em.op("select", tie, em.mul(g, em.lit(0.5, g)), mine)
         return r
     return _binary(pick(True), pick(False))
 
@@ -116,9 +120,17 @@ VJP_RULES[P["mul"]] = _binary(lambda em, a, b, y, g: em.mul(g, conj(em, b)),
 VJP_RULES[P["div"]] = _binary(
     lambda em, a, b, y, g: em.op("div", g, conj(em, b)),
     lambda em, a, b, y, g: em.op("neg", em.mul(em.op("div", g, conj(em, b)), conj(em, y))))
+
+
+def _pow_base_bar(em, a, b, y, g):
+    """d(a^b)/da = b a^(b-1), and 0 where b = 0 (a^0 is 1 everywhere, 0 * 0^-1 is NaN)."""
+    zero = em.op("eq", b, em.lit(0.0, b))
+    slope = em.mul(b, em.op("pow", a, em.op("sub", b, _one(em, b))))
+    return em.op("select", zero, em.lit(0.0, g), em.mul(g, conj(em, slope)))
+
+
 VJP_RULES[P["pow"]] = _binary(
-    lambda em, a, b, y, g: em.mul(g, conj(em, em.mul(b, em.op("pow", a, em.op(
-        "sub", b, _one(em, b)))))),
+    _pow_base_bar,
     lambda em, a, b, y, g: (_complex_exponent_bar if a.aval.dtype.kind == "c" else
                             _pow_exponent_bar)(em, a, b, y, g))
 VJP_RULES[P["atan2"]] = _binary(

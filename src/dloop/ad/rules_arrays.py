@@ -11,8 +11,10 @@ P = prims.REGISTRY
 
 VJP_RULES[P["asinh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
     "sqrt", em.add(em.mul(x, x), _one(em, x)))))
-VJP_RULES[P["acosh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
-    "sqrt", em.op("sub", em.mul(x, x), _one(em, x)))))
+# 1 / (sqrt(x - 1) sqrt(x + 1)), not 1 / sqrt(x^2 - 1): the two differ in sign on part of
+# the complex plane (acosh's cut is x < 1, that of sqrt(x^2 - 1) the imaginary axis too).
+VJP_RULES[P["acosh"]] = _unary(lambda em, x, y: _reciprocal(em, em.mul(
+    em.op("sqrt", em.op("sub", x, _one(em, x))), em.op("sqrt", em.add(x, _one(em, x))))))
 VJP_RULES[P["atanh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
     "sub", _one(em, x), em.mul(x, x))))
 for _name in ("round", "trunc", "shl", "shr", "argreduce", "searchsorted", "argsort"):

@@ -24,6 +24,8 @@ def convert(x, dtype):
     """x as `dtype`. Float to integer saturates: NaN gives 0, values beyond the integer type's
     range give its min or max (LLVM's fptosi.sat), so no backend meets undefined behaviour."""
     x, dtype = np.asarray(x), np.dtype(dtype)
+    if x.dtype.kind == "c" and dtype == bool:
+        return x != 0            # nonzero in either part, as NumPy's astype(bool)
     if x.dtype.kind == "c" and dtype.kind != "c":
         x = x.real               # the real part, as np.real: what the real dtype can hold
     if not (np.issubdtype(x.dtype, np.floating) and np.issubdtype(dtype, np.integer)):

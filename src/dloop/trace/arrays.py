@@ -63,11 +63,17 @@ def concat(arrays, axis=0):
 
 
 def expand_dims(x, axis=0):
+    """axis: an int or, as NumPy allows, a tuple of the new axes' positions."""
     shape = list(np.shape(x))
-    axis = axis if axis >= 0 else axis + len(shape) + 1
-    if not 0 <= axis <= len(shape):
-        raise DloopValueError(f"axis {axis} is out of range", user_location())
-    return ops.reshape(x, tuple(shape[:axis]) + (1,) + tuple(shape[axis:]))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    try:
+        axes = normalize_axis_tuple(axes, len(shape) + len(axes))
+    except (np.exceptions.AxisError, TypeError, ValueError):
+        raise DloopValueError(f"axis {axis} is out of range for {len(shape)} dimensions, or "
+                              "repeated", user_location()) from None
+    for a in sorted(axes):
+        shape.insert(a, 1)
+    return ops.reshape(x, tuple(shape))
 
 
 def squeeze(x, axis):
@@ -354,7 +360,11 @@ def hypot(a, b):
 
 def logaddexp(a, b):
     big = ops.binary("max", a, b, float_only=True)
-    diff = ops.unary("abs", ops.subtract(a, b), float_only=True)
+    equal = ops.compare("eq", a, b)
+    # a == b: inf - inf would be NaN where NumPy gives inf (or -inf); the gradient there,
+    # 1/2 to each, comes from max's rule at a tie, the other term's being 0.
+    diff = ops.unary("abs", ops.subtract(ops.where(equal, 0, a), ops.where(equal, 0, b)),
+                     float_only=True)
     return ops.add(big, ops.unary("log1p", ops.unary("exp", ops.unary("neg", diff),
                                                       float_only=True), float_only=True))
 
@@ -399,7 +409,8 @@ def conj(x):
 
 
 def imag(x):
-    return ops.complex_part("imag", x) if _is_complex(x) else ops.multiply(x, 0)
+    return ops.complex_part("imag", x) if _is_complex(x) else \
+        ops.broadcast_to(ops.convert(0, ops.result_dtype(_operand(x))), np.shape(x))
 
 
 def angle(z, deg=False):

@@ -75,6 +75,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
         return ops.min(a, axis=axis, keepdims=keepdims)
     if ord == 1:
         return ops.sum(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return ops.sum(ops.convert(ops.compare("ne", a, 0), a.dtype), axis=axis, keepdims=keepdims)
     total = ops.sum(ops.power(a, ord), axis=axis, keepdims=keepdims)
     return ops.power(total, 1.0 / ord)
 
@@ -211,7 +213,8 @@ def matrix_rank(x, /, *, rtol=None):
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     x = _matrices(x, "matrix_norm")
     if ord == "fro":
-        out = ops.unary("sqrt", ops.sum(ops.multiply(x, x), axis=(-2, -1)))
+        square = arrays.real(ops.multiply(arrays.conj(x), x))        # |x|^2, complex too
+        out = ops.unary("sqrt", ops.sum(square, axis=(-2, -1)))
     elif ord in ("nuc", 2, -2):
         s = svdvals(x)
         out = ops.sum(s, axis=-1) if ord == "nuc" else (ops.max if ord == 2 else ops.min)(

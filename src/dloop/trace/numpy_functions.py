@@ -16,7 +16,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     x = ops._check_operand(x)
     if ord in (None, 2, "fro") and (axis is None or ord != 2 or np.ndim(x) == 1 or
                                     isinstance(axis, int)):
-        square = ops.multiply(x, x)
+        square = arrays.real(ops.multiply(arrays.conj(x), x))
         return ops.unary("sqrt", ops.sum(square, axis=axis, keepdims=keepdims), float_only=True)
     if ord in (1, math.inf, -math.inf) and (np.ndim(x) == 1 or isinstance(axis, int)):
         a = ops.unary("abs", x)
@@ -116,7 +116,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 
 def heaviside(x, h0):
-    return ops.where(ops.compare("lt", x, 0), 0.0, ops.where(ops.compare("gt", x, 0), 1.0, h0))
+    step = ops.where(ops.compare("lt", x, 0), 0.0, ops.where(ops.compare("gt", x, 0), 1.0, h0))
+    return ops.where(ops.compare("ne", x, x), math.nan, step)        # NaN stays NaN
 
 
 def exp2(x):

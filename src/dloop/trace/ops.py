@@ -222,8 +222,8 @@ def _small_integer_power(a, k):
         raise DloopValueError("integers to negative integer powers are not allowed",
                               user_location())
     a = convert(a, dt)
-    if k == 0:
-        return add(multiply(a, 0), 1)
+    if k == 0:          # 1 everywhere, inf and NaN included (a * 0 + 1 made those NaN)
+        return broadcast_to(convert(1, dt), shape_of(a))
     out = a
     for _ in range(abs(k) - 1):
         out = multiply(out, a)
@@ -388,6 +388,12 @@ def _install_operators():
         "__and__": lambda a, b: logical("and", a, b), "__rand__": lambda a, b: logical("and", b, a),
         "__or__": lambda a, b: logical("or", a, b), "__ror__": lambda a, b: logical("or", b, a),
         "__xor__": lambda a, b: logical("xor", a, b), "__rxor__": lambda a, b: logical("xor", b, a),
+        "__lshift__": lambda a, b: logical("shl", a, b),
+        "__rlshift__": lambda a, b: logical("shl", b, a),
+        "__rshift__": lambda a, b: logical("shr", a, b),
+        "__rrshift__": lambda a, b: logical("shr", b, a),
+        "__divmod__": lambda a, b: (binary("floordiv", a, b), binary("mod", a, b)),
+        "__rdivmod__": lambda a, b: (binary("floordiv", b, a), binary("mod", b, a)),
         "__invert__": lambda a: logical("not", a),
         "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod, "astype": astype,
         "reshape": lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape),

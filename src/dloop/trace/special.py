@@ -142,14 +142,17 @@ def ndtr(x):
 
 def log_ndtr(x):
     """log(ndtr(x)): log1p(-ndtr(-x)) above 0, log(ndtr(x)) down to -37 (where erfc is still
-    a normal float), then erfc's asymptotic form, with z = -x/sqrt(2):
+    a normal float; -10 in float32), then erfc's asymptotic form, with z = -x/sqrt(2):
     log(ndtr) = -z^2 - log(2 z sqrt(pi)) + log(1 - 1/(2z^2) + 3/(4z^4) - 15/(8z^6) + ...)."""
     (x,) = _float(x)
-    far, positive = _lt(x, -37.0), _gt(x, 0.0)
+    # float32's ndtr underflows near -13: its series starts at -10, where 5 terms are exact
+    # to float32 (the next is 1e-7 of the result).
+    cut = -37.0 if x.dtype == np.float64 else -10.0
+    far, positive = _lt(x, cut), _gt(x, 0.0)
     upper = ops.unary("log1p", ops.multiply(ndtr(ops.multiply(_safe(positive, x, 0.0), -1.0)),
                                             -1.0), float_only=True)
-    middle = _log(ndtr(_safe(far, -37.0, x)))
-    z = ops.divide(_safe(far, x, -40.0), -_SQRT2)
+    middle = _log(ndtr(_safe(far, cut, x)))
+    z = ops.divide(_safe(far, x, cut - 3.0), -_SQRT2)
     w = ops.divide(1.0, ops.multiply(z, z))
     series = 0.0
     for coef in (105 / 16, -15 / 8, 3 / 4, -1 / 2):

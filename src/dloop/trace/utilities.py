@@ -4,6 +4,7 @@ diff, sort, argsort, take_along_axis, cumulative_prod, reciprocal, nextafter."""
 import numpy as np
 
 from ..errors import DloopValueError
+from ..ir import prims
 from ..ir.semantics import stable_argsort
 from . import arrays, indexing, ops
 from .arrays import _axis, concat
@@ -62,9 +63,9 @@ def take_along_axis(x, indices, /, *, axis=-1):
     if np.ndim(indices) != nd:
         raise DloopValueError(f"take_along_axis needs indices of {nd} dimensions, got "
                               f"{np.ndim(indices)}", user_location())
-    shape = np.broadcast_shapes(tuple(d if k != axis else 1 for k, d in enumerate(np.shape(x))),
-                                tuple(d if k != axis else 1
-                                      for k, d in enumerate(np.shape(indices))))
+    shape = prims.broadcast_shapes(
+        tuple(d if k != axis else 1 for k, d in enumerate(np.shape(x))),
+        tuple(d if k != axis else 1 for k, d in enumerate(np.shape(indices))))
     key = []
     for k in range(nd):
         if k == axis:

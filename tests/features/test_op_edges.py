@@ -1,0 +1,99 @@
+"""Operations at the edges of their domains, each once wrong: values against NumPy (which
+decides NaN, inf and signed results), gradients against closed forms and central
+differences."""
+
+import array_api_compat
+import numpy as np
+import pytest
+
+import dloop as dl
+from helpers import assert_close, finite_difference
+
+
+def test_ties_split_the_gradient_of_max_and_min(backend):
+    """hypot and logaddexp are smooth where a == b, but max's rule gave the whole gradient
+    to a: logaddexp's gradient was (1, 0) instead of (1/2, 1/2)."""
+    a = np.array([0.5, 1.5, -2.0])
+    for fn, slope in ((np.logaddexp, np.full(3, 0.5)), (np.hypot, np.sqrt(0.5) * np.sign(a))):
+        ga, gb = dl.grad(lambda a, b: fn(a, b).sum(), argnums=(0, 1))(a, a.copy())
+        assert_close(ga, slope, rtol=1e-15)
+        assert_close(gb, slope, rtol=1e-15)
+    g = dl.grad(lambda x: np.maximum(x, 1.0).sum())(np.array([1.0, 2.0, 0.0]))
+    assert_close(g, [0.5, 1.0, 0.0], rtol=0)
+
+
+def test_logaddexp_heaviside_imag_and_angle_of_special_values(backend):
+    inf, nan = np.inf, np.nan
+    a, b = np.array([inf, -inf, inf, 1.0, nan]), np.array([inf, -inf, -inf, 1.0, 0.0])
+    np.testing.assert_array_equal(dl.jit(np.logaddexp)(a, b), np.logaddexp(a, b))
+    x = np.array([nan, -1.0, 0.0, 2.0, -0.0, inf, -inf])
+    np.testing.assert_array_equal(dl.jit(lambda x: np.heaviside(x, 0.5))(x),
+                                  np.heaviside(x, 0.5))
+    np.testing.assert_array_equal(dl.jit(np.imag)(x), np.imag(x))
+    np.testing.assert_array_equal(dl.jit(np.angle)(x[1:]), np.angle(x[1:]))
+
+
+def test_powers_of_zero(backend):
+    """x ** 0 is 1 for inf and NaN too (a * 0 + 1 made them NaN), and d(a^b)/da is 0 where
+    b = 0 (b a^(b-1) was 0 * inf = NaN at a = 0)."""
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, 2.0])
+    np.testing.assert_array_equal(dl.jit(lambda x: x ** 0)(x), x ** 0)
+    b = np.array([0.0, 1.0, 2.0, 0.5])
+    ga, gb = dl.grad(lambda a, b: (a ** b).sum(), argnums=(0, 1))(np.array([0.0, 0.0, 0.0,
+                                                                             1.0]), b)
+    assert_close(ga, [0.0, 1.0, 0.0, 0.5], rtol=0)
+    assert_close(dl.grad(lambda x: (x ** 0.0).sum())(np.array([0.0, 1.0])), [0.0, 0.0], rtol=0)
+
+
+def test_norms_of_complex_values(backend):
+    """They squared z instead of |z|: a complex 'norm', and its gradient with it."""
+    z = np.array([[1 + 2j, 3 - 1j], [0.5j, -2.0]])
+    assert_close(dl.jit(np.linalg.norm)(z), np.linalg.norm(z), rtol=1e-15)
+    assert_close(dl.jit(lambda z: array_api_compat.array_namespace(z).linalg.matrix_norm(z))(z),
+                 np.linalg.norm(z), rtol=1e-15)
+    r = z.real.copy()
+    assert_close(dl.grad(lambda r: np.linalg.norm(r + 1j * z.imag))(r),
+                 finite_difference(lambda r: np.linalg.norm(r + 1j * z.imag), r), rtol=1e-8)
+    count = dl.jit(lambda v: array_api_compat.array_namespace(v).linalg.vector_norm(v, ord=0))
+    assert count(np.array([1.0, 0.0, 2.0])) == 2
+
+
+def test_arccosh_of_complex_values(backend):
+    """1 / sqrt(z^2 - 1) has the wrong sign where its branch cut differs from acosh's."""
+    z0 = np.array([-0.5 + 0.3j, 0.7 - 0.2j, 2.0 + 1.0j])
+
+    def f(re, im):
+        return np.real(np.arccosh(re + 1j * im) * np.array([1.0, 2.0, 3.0])).sum()
+    ga, gb = dl.grad(f, argnums=(0, 1))(z0.real.copy(), z0.imag.copy())
+    assert_close(ga, finite_difference(lambda r: f(r, z0.imag), z0.real), rtol=1e-7)
+    assert_close(gb, finite_difference(lambda i: f(z0.real, i), z0.imag), rtol=1e-7)
+
+
+def test_complex_to_bool_is_nonzero_in_either_part(backend):
+    z = np.array([1j, 0, 2, -0.5j])
+    np.testing.assert_array_equal(dl.jit(lambda z: z.astype(bool))(z), z.astype(bool))
+    np.testing.assert_array_equal(dl.jit(lambda z: np.where(z, 1.0, 0.0))(z),
+                                  np.where(z, 1.0, 0.0))
+
+
+def test_log_ndtr_in_float32_far_in_the_tail(backend):
+    """float32's ndtr underflows near -13: log_ndtr gave -inf from about -14 to -37. The
+    reference is float64's value rounded (d/dx log_ndtr is about -x there)."""
+    special = pytest.importorskip("scipy.special")
+    x = np.array([-5.0, -12.0, -14.0, -20.0, -36.0, -40.0], np.float32)
+    expected = special.log_ndtr(x.astype(np.float64))
+    assert_close(dl.jit(lambda v: special.log_ndtr(v))(x), expected, rtol=1e-6)
+    g = dl.grad(lambda v: special.log_ndtr(v).sum())(x)
+    assert g.dtype == np.float32
+    assert_close(g, finite_difference(lambda v: special.log_ndtr(v).sum(), x), rtol=1e-3)
+
+
+def test_shift_divmod_and_expand_dims_spellings(backend):
+    k = np.array([1, 2, 3])
+    np.testing.assert_array_equal(dl.jit(lambda k: (k << 2, 64 >> k, k >> 1))(k),
+                                  (k << 2, 64 >> k, k >> 1))
+    x = np.array([7.5, -3.0, 2.0])
+    np.testing.assert_array_equal(dl.jit(lambda x: divmod(x, 2.0))(x), divmod(x, 2.0))
+    y = np.ones((2, 3))
+    assert dl.jit(lambda y: np.expand_dims(y, (0, 2)))(y).shape == (1, 2, 1, 3)
+    assert dl.jit(lambda y: np.expand_dims(y, -1))(y).shape == (2, 3, 1)
