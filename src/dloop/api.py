@@ -332,6 +332,11 @@ def vjp(fun, *primals, has_aux=False):
     aux_graph = Graph(graph.inputs, graph.outputs[n_main:], [])
     backend = _backend(library)
     execution = Execution(backend)
+    # The pullback runs later, reading its residuals and constants then: copies, so that
+    # the caller changing an input or a captured array in place meanwhile (an optimizer's
+    # x -= step) does not change the gradient (it did, silently).
+    arrays = [_snapshot(a) for a in arrays]
+    consts = {v: _snapshot(c) for v, c in consts.items()}
     fwd_out = execution.run(compile_program(schedule(
         Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
     out_vals = fwd_out[:n_main]
@@ -358,6 +363,12 @@ def vjp(fun, *primals, has_aux=False):
         return out, f_vjp, library.out(pytree.unflatten(aux_td,
                                                         fwd_out[n_main + len(residuals):]))
     return out, f_vjp
+
+
+def _snapshot(array):
+    """A copy of a NumPy or CuPy array the caller may still write to."""
+    return array.copy() if isinstance(array, np.ndarray) or libraries.on_cuda(array) else \
+        array
 
 
 def _cotangent(c, aval, where, device=False):

@@ -3,10 +3,12 @@ counting pass), a counting pass otherwise; both exact."""
 
 import array_api_compat
 import numpy as np
+import pytest
 
 import dloop as dl
+from dloop.adstack import capacity
 from dloop.backends.base import get_backend
-from helpers import tape_slots
+from helpers import assert_close, finite_difference, tape_slots
 
 
 def _grad_and_stats(backend, loss, x):
@@ -68,3 +70,50 @@ def test_while_loop_and_carry_dependent_bound_are_counted(backend):
     outer, inner = tape_slots(backend, [3, 3, 3], [2, 2, 2])
     assert used == outer * 2 * 8 + inner * 8
     np.testing.assert_allclose(g, 0.5 ** 3 * np.ones(3), rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [65536, -65536])
+def test_an_inner_bound_of_int32_arithmetic_that_wraps(backend, scale):
+    """(i + 1) * scale * 65536 + 3 wraps to 3 in int32, in NumPy and in the kernel; the
+    capacity expression saturated instead (an overflow 'please report', or a refusal to
+    allocate 2^33 iterations). Such a bound is counted."""
+    x, n = np.array([0.5, 0.7]), np.array([2, 2], np.int32)
+
+    def f(x):
+        def outer(i, v):
+            k = (i + 1) * scale * 65536 + 3
+            return dl.fori_loop(0, k, lambda t, w: w * w * 0.9 + 0.01, v)
+        return dl.fori_loop(0, n, outer, x).sum()
+
+    def reference(x):
+        for _ in range(6):
+            x = x * x * 0.9 + 0.01
+        return x.sum()
+    assert_close(dl.grad(f)(x), finite_difference(reference, x), rtol=1e-8)
+
+
+def test_an_inner_bound_read_from_a_table_over_a_long_outer_range(backend, monkeypatch):
+    """Its capacity is a maximum over the outer range, evaluated in blocks of the range (one
+    step at a time took 16 s at 10^6): the one long inner loop, near the end, in the last
+    of several blocks (blocks made small here), must be found, or the tape would
+    overflow."""
+    monkeypatch.setattr(capacity, "RANGE_BLOCK", 64)
+    steps = 1000
+    m = np.zeros(steps, np.int64)
+    m[steps - 7] = 5
+    m[100] = 2
+
+    def f(x):
+        xp = array_api_compat.array_namespace(x)
+        table = xp.asarray(m)
+
+        def outer(i, v):
+            return dl.fori_loop(0, table[i], lambda j, w: w * w * 0.5 + 0.25, v)
+        return dl.fori_loop(0, steps, outer, x).sum()
+
+    def reference(x):
+        for _ in range(7):
+            x = x * x * 0.5 + 0.25
+        return x.sum()
+    x = np.array([0.3, 0.8])
+    assert_close(dl.grad(f)(x), finite_difference(reference, x), rtol=1e-8)

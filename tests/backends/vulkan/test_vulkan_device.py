@@ -717,6 +717,27 @@ def test_a_loop_the_driver_would_cut_short_is_refused():
         dl.config.update("backend", None)
 
 
+def test_a_fixed_capacity_is_not_read_as_a_trip_count():
+    """With adstack_capacity set, the launch check read the capacity as the loops' trips: a
+    loop of 10 trips was refused as running 100,000 on lavapipe. The kernel's own pass
+    counter still refuses one the driver would cut."""
+    dl.config.update("backend", "vulkan")
+    try:
+        with dl.config.override(adstack_capacity=100_000):
+            short = dl.grad(lambda x: dl.fori_loop(0, np.array([3, 10]), lambda i, v: v * 0.5,
+                                                   x).sum())
+            np.testing.assert_allclose(short(np.ones(2)), [0.5 ** 3, 0.5 ** 10])
+            n = np.array([70_000, 3])
+            long = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.99999, x).sum())
+            if "llvmpipe" in get_backend("vulkan").features.name:
+                with pytest.raises(dl.DloopError, match="65,53[56]"):
+                    long(np.ones(2))
+            else:
+                np.testing.assert_allclose(long(np.ones(2)), [0.99999 ** 70_000, 0.99999 ** 3])
+    finally:
+        dl.config.update("backend", None)
+
+
 def test_loops_that_together_pass_the_driver_budget_are_refused():
     """lavapipe's 65,535 counts every loop an invocation runs, together: 300 steps of a loop
     of 300 steps each, a forward-only loop (nothing is sized at launch) and 70,000 steps of a
