@@ -21,7 +21,7 @@ from .runtime.execute import Execution
 from .runtime.program import compile_program
 from .source import user_location
 from .trace import loops
-from .trace.tracer import Builder, Tracer, is_tracing
+from .trace.tracer import Builder, Tracer, is_tracing, refuse_subclass
 
 _last_backend = [None]
 
@@ -30,6 +30,7 @@ def _as_input(x, path, where, device=True):
     """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
     if isinstance(x, (bool, int, float, complex, np.generic, np.ndarray)) or \
             array_api_compat.is_array_api_obj(x):
+        refuse_subclass(x, path)
         return _supported(libraries.to_input(x, device, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
 

@@ -170,3 +170,17 @@ def test_cotangent_of_another_structure(backend):
     check(e, dl.DloopTypeError, "E-ct-structure", "structure of the function's output")
     assert_close(pullback({"vel": np.ones(4), "pos": np.zeros(4)})[0], np.full(4, 3.0),
                  rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["masked array", "np.matrix"])
+def test_numpy_subclasses_whose_meaning_would_be_dropped(backend, kind):
+    """A masked array's mask (its masked values were computed with) and np.matrix's
+    product were silently dropped by the conversion to a plain array."""
+    value = np.ma.masked_array(X, mask=[0, 1, 0, 0]) if kind == "masked array" \
+        else np.matrix(X)
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda v: v * 2.0)(value)  # E-subclass-arg
+    check(e, dl.DloopTypeError, "E-subclass-arg", kind, "args[0]")
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda v: v * value)(X)  # E-subclass-const
+    check(e, dl.DloopTypeError, "E-subclass-const", kind, "captured")

@@ -97,3 +97,12 @@ def test_shift_divmod_and_expand_dims_spellings(backend):
     y = np.ones((2, 3))
     assert dl.jit(lambda y: np.expand_dims(y, (0, 2)))(y).shape == (1, 2, 1, 3)
     assert dl.jit(lambda y: np.expand_dims(y, -1))(y).shape == (2, 3, 1)
+
+
+def test_numpy_vecdot_a_ufunc_in_numpy_2(backend):
+    a, b = np.arange(6.0).reshape(2, 3), np.array([1.0, -2.0, 0.5])
+    assert_close(dl.jit(np.vecdot)(a, b), np.vecdot(a, b), rtol=1e-15)
+    assert_close(dl.jit(lambda a: np.vecdot(a, a, axis=0))(a), np.vecdot(a, a, axis=0),
+                 rtol=1e-15)
+    assert_close(dl.grad(lambda a: np.vecdot(a, b).sum())(a), np.broadcast_to(b, (2, 3)),
+                 rtol=1e-15)

@@ -31,6 +31,9 @@ def _no_kwargs(name, kwargs, allowed=()):
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
+    if method == "__call__" and ufunc is getattr(np, "vecdot", None):      # a ufunc in NumPy 2
+        _no_kwargs("vecdot", kwargs, ("axis",))
+        return xp.vecdot(*inputs, axis=kwargs.get("axis", -1))
     if method == "__call__" and ufunc in _UFUNCS:
         _no_kwargs(ufunc.__name__, kwargs)
         return _UFUNCS[ufunc](*inputs)
@@ -82,7 +85,6 @@ _FUNCTIONS = {
     np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.matmul(a, b)
     if np.ndim(a) <= 2 and np.ndim(b) <= 2 else _unsupported("np.dot of 3-d arrays"),
     np.tensordot: lambda a, b, axes=2: xp.tensordot(a, b, axes=axes),
-    np.vecdot: lambda a, b, axis=-1: xp.vecdot(a, b, axis=axis),
     np.matrix_transpose: lambda x: xp.matrix_transpose(x),
     np.cumsum: lambda a, axis=None, dtype=None: xp.cumulative_sum(
         a if axis is not None or np.ndim(a) == 1 else xp.reshape(a, (-1,)), axis=axis,

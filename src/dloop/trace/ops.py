@@ -11,7 +11,7 @@ from ..libraries import DTYPES
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..source import user_location
-from .tracer import Tracer, bind1, captured, current_builder
+from .tracer import Tracer, bind1, captured, current_builder, refuse_subclass
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -23,6 +23,8 @@ def is_traced(*xs):
 
 def _check_operand(x):
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
+        if type(x) is not np.ndarray and isinstance(x, np.ndarray):
+            refuse_subclass(x, "a captured array")
         return x
     if hasattr(x, "__dlpack__"):                # an array of another library, captured
         return captured(x, user_location())

@@ -78,6 +78,7 @@ class Builder:
             return Lit(x, x.dtype)
         if isinstance(x, (bool, int, float, complex)):
             return Lit(x, np.result_type(x))
+        refuse_subclass(x, "a captured array")
         return self._lift_var(self._root().const_var(np.asarray(x)), self._root())
 
     def _root(self):
@@ -228,6 +229,17 @@ def bind1(prim, args, params=None):
 _CONCRETE_HELP = ("a traced array has no concrete value while dloop traces your function. "
                   "Use dloop.while_loop / fori_loop for loops whose trip count is data, and "
                   "np.where instead of Python if/else on array values")
+
+
+def refuse_subclass(x, what):
+    """NumPy subclasses whose meaning np.asarray drops: a masked array's mask (its masked
+    values would be computed with), np.matrix's * as a matrix product."""
+    if isinstance(x, (np.ma.MaskedArray, np.matrix)):
+        kind = "masked array" if isinstance(x, np.ma.MaskedArray) else "np.matrix"
+        fix = "pass x.filled(value) or x.data" if kind == "masked array" else \
+            "pass np.asarray(x) and write @ for matrix products"
+        raise DloopTypeError(f"{what} is a {kind}, which dloop would read as a plain array "
+                             f"(dropping what makes it one); {fix}", user_location())
 
 
 class Tracer:
