@@ -178,3 +178,17 @@ def test_writes_a_killed_process_left_are_deleted_by_the_size_cap(tmp_path):
     with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=50 * one):
         cache.store(keys[0], bytes(1000), {})
     assert recent.exists()
+
+
+def test_a_directory_at_an_entry_s_path_leaks_no_file_descriptor(tmp_path):
+    """open() succeeds on a directory and fdopen() then refused it without closing the
+    descriptor: one leaked per load."""
+    import dloop as dl
+    k = cache.key("test", "directory")
+    with dl.config.override(cache_dir=str(tmp_path)):
+        os.makedirs(cache._path(k))
+        before = len(os.listdir("/proc/self/fd"))
+        with pytest.warns(dl.DloopWarning):
+            for _ in range(50):
+                assert cache.load(k, {}) is None
+        assert len(os.listdir("/proc/self/fd")) <= before + 1

@@ -146,3 +146,36 @@ def test_ctrl_c_inside_llvm_leaves_later_compiles_working(where):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "interrupted" in proc.stdout.split() and "fd ok" in proc.stdout, proc.stdout
+
+
+HELPER_SCRIPT = textwrap.dedent("""
+    import os, signal, threading, time
+    from dloop.backends.cpu import compile as llvm_compile
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    finished = []
+
+    def slow():
+        time.sleep(1.0)
+        finished.append(True)
+        return 7
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    try:
+        llvm_compile._uninterrupted(slow)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted after", round(time.monotonic() - start, 2), "finished", finished)
+""")
+
+
+def test_ctrl_c_during_a_compile_waits_for_it():
+    """A Ctrl-C while LLVM runs on its helper thread reaches the caller once the helper has
+    finished: a Thread.join interrupted on Python 3.11 and 3.12 marked the running helper
+    stopped, the Ctrl-C came back at once, and the process crashed at exit with the helper
+    still inside LLVM."""
+    proc = subprocess.run([sys.executable, "-c", HELPER_SCRIPT], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    words = proc.stdout.split()
+    assert words[0] == "interrupted" and float(words[2]) >= 0.95, proc.stdout
+    assert words[-1] == "[True]", proc.stdout

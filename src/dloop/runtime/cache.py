@@ -89,10 +89,16 @@ def _read_entry(path):
     """An entry's bytes: only a regular file (a FIFO would block open() and read() forever),
     and no more than its header announces (a file grown by damage is not read whole)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return b""                 # reported as a damaged header, and removed
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        # Checked before fdopen, which refuses a directory without closing the descriptor.
+        os.close(fd)
+        return b""                     # reported as a damaged header, and removed
+    with os.fdopen(fd, "rb") as f:
         head = f.read(len(_MAGIC) + _HEADER.size)
         if len(head) < len(_MAGIC) + _HEADER.size or not head.startswith(_MAGIC):
             return head

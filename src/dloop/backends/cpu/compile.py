@@ -60,23 +60,28 @@ def _uninterrupted(fn):
     `src.detach()` in link_modules or keeping the engine), and a KeyboardInterrupt between
     them frees an object LLVM still uses (the shared target machine, a linked module): a
     later compile or garbage collection crashed. A Ctrl-C meanwhile is re-raised once fn
-    has finished."""
+    has finished. The wait is on an event, not Thread.join: a join that Ctrl-C interrupts
+    marks a still-running thread stopped on Python 3.11 and 3.12 (bpo-45274's handler), so
+    a retried join returned at once, and the process crashed at exit with the helper still
+    inside LLVM. The event is checked, not waited for once: a Ctrl-C may be raised just
+    after the wait has seen it set."""
     if threading.current_thread() is not threading.main_thread():
         return fn()
     result = []
+    done = threading.Event()
 
     def work():
         try:
             result.append((True, fn()))
         except BaseException as e:          # handed to the caller
             result.append((False, e))
-    thread = threading.Thread(target=work, name="dloop-llvm", daemon=True)
+        finally:
+            done.set()
+    threading.Thread(target=work, name="dloop-llvm", daemon=True).start()
     interrupted = None
-    thread.start()
-    while True:
+    while not done.is_set():
         try:
-            thread.join()
-            break
+            done.wait()
         except KeyboardInterrupt as e:
             interrupted = e
     if interrupted is not None:
