@@ -67,6 +67,7 @@ OPS = {
     "concat": lambda xp, z: xp.concat([z[:2] * 1j, z, xp.conj(z[3:])]),
     "stack": lambda xp, z: xp.stack([z, z * z], axis=1),
     "broadcasting": lambda xp, z: z[:3, None] * z[None, 3:] + xp.real(z)[:2, None, None],
+    "det3": lambda xp, z: xp.linalg.det(xp.reshape(xp.concat([z, z[:3] * (1 - 2j)]), (3, 3))),
     "matmul": lambda xp, z: xp.reshape(z[:4], (2, 2)) @ xp.reshape(z[2:], (2, 2)),
     "real_kernel": lambda xp, z: xp.sin(xp.real(z)) * xp.exp(xp.imag(z)),
     "fft": lambda xp, z: xp.fft.fft(z * z),

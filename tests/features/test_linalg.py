@@ -55,9 +55,21 @@ def test_linalg_gradient(program):
 @pytest.mark.parametrize("fn, phrase", [
     (lambda la, x: la.cross(x[:4], x[4:8]), "3 elements"),
     (lambda la, x: la.det(x[:6].reshape(2, 3)), "square"),
+    (lambda la, x: la.tensordot(x[:6].reshape(2, 3), x[:6].reshape(3, 2), axes=([0, 1], [0, 1])),
+     "differ in length"),
+    (lambda la, x: np.tensordot(x[:6].reshape(3, 2), x[:12].reshape(2, 3, 2), axes=2),
+     "differ in length"),
+    (lambda la, x: np.fft.irfft(x[:1].astype(np.complex128)), "n >= 1"),
 ])
 def test_bad_shapes_name_the_line(fn, phrase):
     def f(x):
         return fn(x.__array_namespace__().linalg, x).sum()
     with pytest.raises(dl.DloopValueError, match=rf"(?s){phrase}.*test_linalg.py"):
+        dl.grad(f)(X)
+
+
+def test_matrix_power_of_a_float_exponent_names_the_line():
+    def f(x):
+        return x.__array_namespace__().linalg.matrix_power(x[:4].reshape(2, 2), 2.0).sum()
+    with pytest.raises(dl.DloopTypeError, match=r"(?s)integer.*test_linalg.py"):
         dl.grad(f)(X)

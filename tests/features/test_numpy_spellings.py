@@ -28,6 +28,10 @@ SPELLINGS = {
     "np.hstack": lambda x: np.hstack([x, x * x]),
     "np.pad": lambda x: np.pad(x, (1, 2)) + np.pad(x, (2, 1), mode="edge"),
     "np.exp2": np.exp2,
+    "np.fft.fft2 and kin": lambda x: np.fft.fft2(x.reshape(2, 3)).real.ravel() +
+    np.fft.ifft2(x.reshape(1, 2, 3), s=(2, 4), norm="ortho").imag.ravel()[:6] +
+    (np.fft.rfft2(x.reshape(3, 2), axes=(1, 0)).real ** 2).sum() +
+    np.fft.irfft2(x.reshape(2, 3) * 1j)[:, :1].ravel().sum(),
     # A ufunc mapped by name onto xp.special (as scipy.special's ufuncs are without
     # SCIPY_ARRAY_API).
     "np.cbrt": lambda x: np.cbrt(x - 0.5),
@@ -102,6 +106,8 @@ def test_sort_method_sorts_in_place():
 @pytest.mark.parametrize("fn, cls, phrase", [
     (lambda x: x.sum(out=np.zeros(())), dl.DloopNotImplementedError, r"sum\(out=\.\.\.\)"),
     (lambda x: np.var(x, ddof=1, correction=1), dl.DloopValueError, "not both"),
+    (lambda x: np.linalg.lstsq(x.reshape(2, 3), x[:2])[0], dl.DloopNotImplementedError,
+     r"np\.linalg\.lstsq is not"),
 ])
 def test_unsupported_reduction_arguments_name_the_line(fn, cls, phrase):
     with pytest.raises(cls, match=rf"(?s){phrase}.*test_numpy_spellings.py"):

@@ -174,7 +174,10 @@ def _pinv_rule(em, op, bars, needs, context):
     gt_ppt, ptp_gt = mm(gt, mm(p, pt)), mm(mm(pt, p), gt)
     out = em.op("sub", gt_ppt, mm(a, mm(p, gt_ppt)))
     out = em.add(out, em.op("sub", ptp_gt, mm(ptp_gt, mm(p, a))))
-    return [em.op("sub", out, mm(pt, mm(g, pt))), None]
+    out = em.op("sub", out, mm(pt, mm(g, pt)))
+    # The formula differentiates pinv of a rank-r matrix; pinv(a, rtol) is that of a's rank-r
+    # truncation, whose own VJP carries the cotangent back to a.
+    return [em.op("pinv_truncation_vjp", a, op.inputs[1], out), None]
 
 
 VJP_RULES[P["inv"]] = _inv_rule

@@ -193,6 +193,9 @@ qr_vjp_p = _make("qr_vjp", "host", lambda q, r, *bars, has: [
 slogdet_p = _make("slogdet", "host", lambda a: [(a.shape[:-2], a.dtype)] * 2)  # sign, log|det|
 # pinv(a, rtol): rtol of a's batch shape; singular values at or below rtol * max are dropped.
 pinv_p = _make("pinv", "host", lambda a, rtol: [(a.shape[:-2] + a.shape[:-3:-1], a.dtype)])
+# The VJP of a -> its rank-r truncation u diag(s * keep) vh, applied to a cotangent g of it.
+pinv_truncation_vjp_p = _make("pinv_truncation_vjp", "host",
+                              lambda a, rtol, g: [(a.shape, a.dtype)])
 
 
 def real_dtype(dtype):

@@ -227,6 +227,38 @@ HOST_IMPLS[prims.slogdet_p] = lambda x: tuple(np.linalg.slogdet(x))
 HOST_IMPLS[prims.pinv_p] = _pinv
 
 
+def _pinv_truncation_vjp(a, rtol, g):
+    """VJP of the truncation a -> u diag(s * keep) vh that pinv(a, rtol) inverts, applied to
+    g. With M = u^T g v: the core is M on kept x kept (no division, so exact at repeated kept
+    values), 0 on dropped x dropped, and on kept i x dropped j (s_i > s_j, so no 0/0)
+    (s_i (M_ij + M_ji) / (s_i - s_j) + s_i (M_ij - M_ji) / (s_i + s_j)) / 2 and its mirror.
+    Where every dropped value is 0 this is the identity on g (the rank-r rule's result)."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    k = s.shape[-1]
+    keep = s > rtol[..., None] * np.max(s, axis=-1, keepdims=True)
+    sk = np.where(keep, s, 0)
+    m = _mT(u) @ g @ _mT(vh)
+    si, sj, ski, skj = s[..., :, None], s[..., None, :], sk[..., :, None], sk[..., None, :]
+    mt = _mT(m)
+    diff, total = sj - si, sj + si
+    f_minus = np.where(diff == 0, 1.0, (skj - ski) / np.where(diff == 0, 1, diff))
+    f_plus = np.where(total == 0, 0.0, (skj + ski) / np.where(total == 0, 1, total))
+    core = 0.5 * ((m + mt) * f_minus + (m - mt) * f_plus)
+    both_dropped = ~keep[..., :, None] & ~keep[..., None, :]
+    core = np.where(both_dropped, 0, core)
+    out = u @ core @ vh
+    vk = _mT(vh) * keep[..., None, :]          # kept right vectors, as columns
+    uk = u * keep[..., None, :]
+    if u.shape[-2] > k:      # g's part outside span(u), on kept right vectors
+        out = out + (g - u @ (_mT(u) @ g)) @ vk @ _mT(vk)
+    if vh.shape[-1] > k:
+        out = out + uk @ _mT(uk) @ (g - (g @ _mT(vh)) @ vh)
+    return out
+
+
+HOST_IMPLS[prims.pinv_truncation_vjp_p] = _pinv_truncation_vjp
+
+
 def _elementwise(name):
     """An elementwise primitive as a host step: the kernels' reference meaning on whole arrays
     (the scheduler runs elementwise ops on complex values this way)."""

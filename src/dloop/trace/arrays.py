@@ -199,6 +199,9 @@ def tensordot(a, b, axes=2):
     free_a = [k for k in range(nd_a) if k not in axes_a]
     free_b = [k for k in range(nd_b) if k not in axes_b]
     sa, sb = np.shape(a), np.shape(b)
+    if len(axes_a) != len(axes_b) or any(sa[i] != sb[j] for i, j in zip(axes_a, axes_b)):
+        raise DloopValueError(f"tensordot: the contracted axes {tuple(axes_a)} of shape {sa} and "
+                              f"{tuple(axes_b)} of shape {sb} differ in length", user_location())
     m = int(np.prod([sa[k] for k in free_a], dtype=np.int64))
     n = int(np.prod([sb[k] for k in free_b], dtype=np.int64))
     k = int(np.prod([sa[j] for j in axes_a], dtype=np.int64))

@@ -122,6 +122,10 @@ def _c2r(x, axis, n, norm):
     x = _complex(x)
     axis = _axis(x, axis)
     n = 2 * (np.shape(x)[axis] - 1) if n is None else int(n)
+    if n < 1:
+        raise DloopValueError(f"invalid number of data points ({n}) for an inverse real Fourier "
+                              "transform: pass n >= 1 (the default, 2 * (m - 1), is 0 for a "
+                              "spectrum of length 1)", user_location())
     x = _resize(x, axis, n // 2 + 1)
     value = _folded(x)
     if value is not None:

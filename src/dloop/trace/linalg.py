@@ -6,11 +6,13 @@ svdvals, eigh, eigvalsh, qr, cholesky, inv, solve, slogdet, pinv; det beyond 3 x
 slogdet). np.linalg's spellings of the same functions are in NUMPY_FUNCTIONS."""
 
 import math
+import operator
 from collections import namedtuple
 
 import numpy as np
 
-from ..errors import DloopAttributeError, DloopNotImplementedError, DloopValueError
+from ..errors import (DloopAttributeError, DloopNotImplementedError, DloopTypeError,
+                      DloopValueError)
 from . import arrays, indexing, numpy_functions, ops
 from ..source import user_location
 from .tracer import bind
@@ -53,7 +55,8 @@ def det(x, /):
         return ops.subtract(ops.multiply(_at(x, 0, 0), _at(x, 1, 1)),
                             ops.multiply(_at(x, 0, 1), _at(x, 1, 0)))
     rows = [_at(x, k, slice(None)) for k in range(3)]
-    return vecdot(rows[0], cross(rows[1], rows[2]))
+    # Not vecdot: it conjugates its first operand, which a complex determinant must not.
+    return ops.sum(ops.multiply(rows[0], cross(rows[1], rows[2])), axis=-1)
 
 
 def diagonal(x, /, *, offset=0):
@@ -231,6 +234,11 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 def matrix_power(x, n, /):
     """By repeated squaring; a negative n inverts first."""
     x = _matrices(x, "matrix_power", square=True)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise DloopTypeError(f"linalg.matrix_power: the exponent must be a Python integer, got "
+                             f"{type(n).__name__}", user_location()) from None
     if n < 0:
         x, n = inv(x), -n
     result = None

@@ -122,6 +122,11 @@ _FUNCTIONS = {
 _FUNCTIONS.update({getattr(np.fft, name): (lambda fn: lambda a, *args, **kw: fn(
     a, **_fft_kwargs(fn.__name__, args, kw)))(getattr(fft, name)) for name in fft.__all__
     if name not in ("fftfreq", "rfftfreq")})
+# fft2 and kin: NumPy's n-d transforms over the last two axes by default.
+_FUNCTIONS.update({getattr(np.fft, name + "2"): (lambda fn: lambda a, s=None, axes=(-2, -1),
+                                                 norm=None: fn(a, s=s, axes=axes,
+                                                               norm=norm or "backward"))(
+    getattr(fft, name + "n")) for name in ("fft", "ifft", "rfft", "irfft")})
 
 _FUNCTIONS.update(linalg.NUMPY_FUNCTIONS)
 
@@ -143,6 +148,9 @@ def _unsupported(what):
 def array_function(func, args, kwargs):
     impl = _FUNCTIONS.get(func)
     if impl is None:
-        raise DloopNotImplementedError(f"np.{func.__name__} is not supported on traced arrays "
-                                       "yet", user_location())
+        # np.fft.fft2's module is numpy.fft; np.sum's is numpy (whatever its private home).
+        parts = (getattr(func, "__module__", None) or "numpy").split(".")
+        space = f"np.{parts[1]}." if parts[1:] in (["fft"], ["linalg"]) else "np."
+        raise DloopNotImplementedError(f"{space}{func.__name__} is not supported on traced "
+                                       "arrays yet", user_location())
     return impl(*args, **kwargs)
