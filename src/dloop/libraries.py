@@ -66,8 +66,27 @@ def to_input(x, device, where=None):
                 where) from None
         if array_api_compat.is_torch_array(x):
             _refuse_grad(x, where)
-        return x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
+        array = x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
+        _check_device(array.device.id, cupy.cuda.Device().id, where)
+        return array
     return to_numpy(x, where)
+
+
+_CUDA_DEVICE = []     # the one device the cuda backend runs on in this process: the first used
+
+
+def _check_device(device, current, where):
+    """The cuda backend's kernels, heaps and orders live on one device (the first one it ran
+    on); an array elsewhere would be read through a foreign address, which poisons the CUDA
+    context, so it is refused."""
+    bound = _CUDA_DEVICE[0] if _CUDA_DEVICE else _CUDA_DEVICE.append(current) or current
+    if device != current or current != bound:
+        raise DloopNotImplementedError(
+            f"this array is on CUDA device {device} and the current device is {current}, but "
+            f"dloop's cuda backend runs on one device per process, here device {bound} (the "
+            f"first it ran on): make that device current and copy the array to it (with "
+            f"cupy.cuda.Device({bound}): y = cupy.asarray(x)), or run one process per GPU "
+            "(CUDA_VISIBLE_DEVICES)", where)
 
 
 def _refuse_grad(tensor, where):

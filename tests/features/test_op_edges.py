@@ -106,3 +106,19 @@ def test_numpy_vecdot_a_ufunc_in_numpy_2(backend):
                  rtol=1e-15)
     assert_close(dl.grad(lambda a: np.vecdot(a, b).sum())(a), np.broadcast_to(b, (2, 3)),
                  rtol=1e-15)
+
+
+def test_scalar_exponents_numpy_computes_without_pow(backend):
+    """NumPy computes x ** 0.5 as sqrt and x ** 2.0, 1.0, 0.0, -1.0 as products: -inf ** 0.5
+    is NaN and -0.0 ** 0.5 is -0.0 there, where C's pow gives inf and 0.0."""
+    x = np.array([-0.0, -np.inf, 1e30, 2.0, 0.3, np.inf, np.nan, -2.0])
+    for e in (0.5, 2.0, 1.0, 0.0, -1.0, np.float64(0.5)):
+        with np.errstate(all="ignore"):
+            want = x ** e
+        got = dl.jit(lambda v: v ** e)(x)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    got = dl.jit(lambda v: v ** 2.0)(np.arange(4))              # an int array: float64
+    assert got.dtype == np.float64 and list(got) == [0.0, 1.0, 4.0, 9.0]
+    g = dl.grad(lambda v: (v ** 0.5 + v ** 2.0 + v ** -1.0).sum())(np.array([0.25, 4.0]))
+    assert_close(g, [1.0 + 0.5 - 16.0, 0.25 + 8.0 - 1 / 16], rtol=1e-15)

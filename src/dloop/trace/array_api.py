@@ -14,7 +14,7 @@ from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype, 
 from .utilities import (all, any, argsort, cumulative_prod, diff, nextafter,  # noqa: F401
                         reciprocal, sort, take_along_axis)
 from ..source import user_location
-from .tracer import Tracer
+from .tracer import Tracer, captured
 
 __array_api_version__ = "2023.12"
 
@@ -88,8 +88,11 @@ def asarray(x, dtype=None, copy=None, device=None):
         # A new object for the same value: an in-place update of the copy must not rebind x.
         x = Tracer(x.builder, x.node) if copy else x
     else:
-        x = np.asarray(x, dtype=dtype)
-        x = x if x.ndim == 0 else arrays.constant(x)
+        if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+            x = captured(x, user_location())     # a CUDA table stays on the device
+        if not isinstance(x, Tracer):
+            x = np.asarray(x, dtype=dtype)
+            x = x if x.ndim == 0 else arrays.constant(x)
     return x if dtype is None else ops.astype(x, dtype)
 
 

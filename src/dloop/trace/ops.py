@@ -211,6 +211,11 @@ def power(a, b):
     if isinstance(b, int) and not isinstance(b, bool) and -4 <= b <= 4:
         return _small_integer_power(a, b)
     dt = result_dtype(a, b)
+    if isinstance(b, (float, np.floating)) and b in (-1.0, 0.0, 0.5, 1.0, 2.0):
+        # NumPy's fast paths for these scalar exponents: sqrt (-0.0 ** 0.5 is -0.0, -inf's is
+        # NaN), and products; a GPU's pow is not correctly rounded where those are.
+        a = convert(a, dt)
+        return unary("sqrt", a) if b == 0.5 else _small_integer_power(a, int(b))
     if np.issubdtype(dt, np.integer) and is_traced(a, b):
         raise DloopNotImplementedError(
             "integer ** integer with a traced operand is supported only for a literal exponent "

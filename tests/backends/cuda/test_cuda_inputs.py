@@ -42,3 +42,31 @@ def test_device_arrays_without_cupy_say_how_to_install_it(monkeypatch):
     assert "pip install 'dloop[cuda]'" in message
     line = next(k for k, text in enumerate(open(__file__), 1) if text.rstrip().endswith("E-nocupy"))
     assert f"{__file__}:{line}" in message
+
+
+def test_one_cuda_device_per_process(monkeypatch):
+    """The device check's decisions, without a GPU: the backend binds to the first device it
+    runs on; an array elsewhere, or another current device, is refused naming the line."""
+    from dloop import libraries
+    monkeypatch.setattr(libraries, "_CUDA_DEVICE", [])
+    libraries._check_device(1, 1, None)                      # binds to device 1
+    libraries._check_device(1, 1, None)
+    for device, current in [(0, 1), (1, 0), (0, 0)]:
+        with pytest.raises(dl.DloopNotImplementedError, match="device 1 \\(the first"):
+            libraries._check_device(device, current, None)
+
+
+def test_nvrtc_target_for_gpus_newer_and_older_than_it_knows(monkeypatch):
+    """A cubin for an architecture this NVRTC knows; PTX of its newest for a newer GPU (the
+    driver compiles it); a GPU older than all it knows makes the backend unavailable."""
+    launch = pytest.importorskip("dloop.backends.cuda.launch")
+    from cupy.cuda import nvrtc
+    monkeypatch.setattr(nvrtc, "getSupportedArchs", lambda: (75, 80, 90))
+    launch._target.cache_clear()
+    try:
+        assert launch._target("90") == "sm_90"
+        assert launch._target("120") == "compute_90"
+        with pytest.raises(ValueError, match="older than every architecture"):
+            launch._target("61")
+    finally:
+        launch._target.cache_clear()

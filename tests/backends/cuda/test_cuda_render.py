@@ -106,6 +106,18 @@ def test_float_constants_are_exact(dtype):
     assert ops.const(math.nan, F32).startswith("__int_as_float(")
 
 
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_negating_a_negative_constant_compiles(dtype):
+    """neg of a negative literal: `(-(-0x1p+1))`, not `(--0x1p+1)`, a decrement NVRTC rejects
+    (constant folding keeps it out of traced programs, but the renderer must not rely on that)."""
+    from dloop.backends.cuda.render import render
+    tid, out = kir.KVar(I64), kir.KVar(dtype)
+    kernel = kir.Kernel("negc", tid, [kir.Assign(out, "neg", (kir.Const(-2.0, dtype),)),
+                                      kir.Store(0, tid, out)])
+    kernel.buffers = [kir.BufferSpec("out", dtype, 0)]
+    compile_cuda(render(kernel), nvrtc_check.ARCH)
+
+
 def test_integer_constants_include_the_minimum():
     assert ops.const(-(1 << 63), I64) == "(-9223372036854775807LL - 1)"
     assert ops.const(-(1 << 31), I32) == "(-2147483647 - 1)"

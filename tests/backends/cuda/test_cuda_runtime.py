@@ -129,6 +129,57 @@ def test_captured_device_arrays_stay_on_the_device(monkeypatch):
     assert copied == []
 
 
+def test_captured_table_through_xp_asarray_stays_on_the_device():
+    """The documented way to index a captured table by a traced index, xp.asarray(table)[i],
+    with a CuPy table (np.asarray refused it: CuPy allows no implicit copy to the host)."""
+    table = cp.linspace(1.0, 2.0, 7)
+    k = np.array([3, 0, 6, 2])
+
+    def f(x):
+        xp = x.__array_namespace__()
+        return (xp.asarray(table)[xp.asarray(k)] * x * x).sum()
+    x = cp.linspace(0.5, 1.5, 4)
+    g = dl.grad(f)(x)
+    np.testing.assert_allclose(cp.asnumpy(g), 2 * cp.asnumpy(table)[k] * cp.asnumpy(x),
+                               rtol=1e-13)
+
+
+def test_arrays_off_the_backend_s_device_are_refused(monkeypatch):
+    """The backend's kernels and heaps live on one device; an array on another would be read
+    through a foreign address. (One GPU here: the backend is made to look bound to device 99.)"""
+    from dloop import libraries
+    dl.jit(lambda v: v * 2.0)(cp.ones(3))            # binds the backend to the current device
+    monkeypatch.setattr(libraries, "_CUDA_DEVICE", [99])
+    with pytest.raises(dl.DloopNotImplementedError, match=r"(?s)device 99.*test_cuda_runtime"):
+        dl.jit(lambda v: v * 2.0)(cp.ones(3))
+    monkeypatch.undo()
+    np.testing.assert_array_equal(cp.asnumpy(dl.jit(lambda v: v * 2.0)(cp.ones(3))), 2.0)
+
+
+def test_square_root_as_a_power_is_numpy_s_bit_for_bit():
+    """x ** 0.5 is NumPy's sqrt (its fast path), not the GPU's pow, which is not correctly
+    rounded (1e30 ** 0.5 came out 1 ulp above 1e15); -inf ** 0.5 is NaN, -0.0's -0.0."""
+    x = np.array([1e30, 2.0, -0.0, -np.inf, 0.3, 7e-300])
+    with np.errstate(invalid="ignore"):
+        want = x ** 0.5
+    got = cp.asnumpy(dl.jit(lambda v: v ** 0.5)(cp.asarray(x)))
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got[2])
+
+
+def test_ptx_for_a_gpu_newer_than_nvrtc_knows(monkeypatch, tmp_path):
+    """Kernels built as PTX (what a GPU newer than the installed NVRTC gets) load and run."""
+    from dloop.backends.cuda import launch
+    monkeypatch.setattr(launch, "_target", lambda capability: "compute_75")
+    backend = get_backend("cuda")
+    monkeypatch.setattr(backend, "_artifacts", {})
+    n = cp.asarray([0, 1, 5, 40, 3])
+    with dl.config.override(cache_dir=str(tmp_path)):
+        g = dl.grad(lambda x: _decay(x, n, 0.7531))(cp.ones(5))
+    np.testing.assert_allclose(cp.asnumpy(g), 0.7531 ** cp.asnumpy(n), rtol=1e-13)
+    assert backend._artifacts
+
+
 def test_adstack_sizing_stays_on_the_device(monkeypatch):
     """Capacities, element order and layout are computed by CuPy: no per-element array is
     downloaded during a gradient (only scalars: the largest capacity, the total slots), and

@@ -3,6 +3,7 @@ device and launched on CuPy's current stream, one thread per element; device arr
 arrays. Launches are asynchronous: heap buffers replaced while work is queued are kept until
 synchronize() has passed that work."""
 
+import functools
 import threading
 
 import cupy
@@ -13,6 +14,22 @@ from .compile import compile_cuda, header_text, nvrtc_version
 from . import sizing
 from .render import BLOCK, CUDA_CAPS, KERNEL_NAME, Renderer
 from .steps import StepDriver
+
+
+@functools.lru_cache(maxsize=None)
+def _target(capability):
+    """NVRTC's target for a GPU of compute capability `capability` ('90'): its own cubin
+    where this NVRTC knows the architecture, else PTX for the newest one it knows, which the
+    driver compiles for a newer GPU; a GPU older than every architecture it knows is refused."""
+    from cupy.cuda import nvrtc
+    known = sorted(nvrtc.getSupportedArchs())
+    cc = int(capability)
+    if cc in known:
+        return f"sm_{cc}"
+    if cc > known[-1]:
+        return f"compute_{known[-1]}"
+    raise ValueError(f"this GPU (compute capability {cc / 10:.1f}) is older than every "
+                     f"architecture the installed NVRTC compiles for (from {known[0] / 10:.1f})")
 
 
 class CudaKernel:
@@ -43,17 +60,22 @@ class CudaBackend(Backend):
             return False, f"backend 'cuda' found no usable GPU: {type(e).__name__}: {e}"
         if count == 0:
             return False, "backend 'cuda' found no CUDA device"
+        try:
+            _target(cupy.cuda.Device().compute_capability)
+        except ValueError as e:
+            return False, f"backend 'cuda': {e}"
         return True, ""
 
     # -- compile --
     def _arch(self):
-        return "sm_" + cupy.cuda.Device().compute_capability
+        return _target(cupy.cuda.Device().compute_capability)
 
     def render(self, kernel):
         return Renderer(kernel).render()
 
     def build(self, source, kernel):
-        return compile_cuda(source, self._arch(), cubin=True)
+        arch = self._arch()
+        return compile_cuda(source, arch, cubin=arch.startswith("sm_"))
 
     def load(self, binary, source, kernel):
         return CudaKernel(binary)

@@ -62,7 +62,7 @@ def _wrapping(sym):
 
 def _neg(a, dt, out):
     if is_float(dt):
-        return f"(-{a[0]})"
+        return f"(-({a[0]}))"     # not --0x1p+1 for a negative constant
     return f"({ctype(dt)})(0u - ({UNSIGNED[np.dtype(dt).name]}){a[0]})"
 
 
