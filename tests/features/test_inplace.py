@@ -53,6 +53,81 @@ def test_copy_is_not_rebound():
     np.testing.assert_array_equal(dl.jit(fn)(X), X)
 
 
+def _through_views(x, xp):
+    """Writes through views and in-place operators, as NumPy code makes them."""
+    y = xp.reshape(x * 1.0, (2, 3))
+    y[1][2] = x[0] ** 2                      # a view of a view: y's row 1
+    row = y[0]
+    row[1:] *= x[3:5]                        # an in-place operator on a view
+    y.T[2, 0] = -x[1]
+    y.transpose(1, 0)[0] += 1.0
+    flat = y.reshape(6)
+    flat[4] = flat[4] * x[5]
+    alias = y
+    alias -= 0.25 * x[2]                     # another name for y
+    z = +y                                   # a copy
+    z[0, 0] = 100.0
+    return y
+
+
+def _kick(v, dv):
+    v += dv                                  # a helper that updates its argument
+
+
+VIEW_CASES = {
+    "views and in-place operators": _through_views,
+    "helper updating its argument": lambda x, xp: (lambda v: (_kick(v, x[::-1]), v)[1])(x * 2.0),
+    "a slice of a fresh array": lambda x, xp: (lambda a: (a[2:4].__iadd__(x[:2] * 3), a)[1])(
+        xp.zeros_like(x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_CASES))
+def test_updates_through_views_reach_the_base(name, backend):
+    """y[1][2] = v, r = y[0]; r[1:] *= w, y.T[...] = v, y.reshape(...)[k] = v and x += v
+    change the array they view or name, as in NumPy (they were lost: a tracer was rebound
+    alone). The values and the gradient against NumPy's."""
+    case = VIEW_CASES[name]
+    got = dl.jit(lambda x: case(x, _numpy_xp(x)))(X)
+    np.testing.assert_allclose(got, case(X.copy(), np), rtol=1e-15)
+    grad = dl.grad(lambda x: (case(x, _numpy_xp(x)).reshape(-1) * W).sum())(X)
+    expected = finite_difference(lambda x: (case(x.copy(), np).reshape(-1) * W).sum(), X)
+    assert_close(grad, expected, rtol=1e-7, atol=1e-9)
+
+
+def test_in_place_operators_keep_the_dtype_by_numpy_s_rule():
+    def f(x):
+        y = x.astype(np.float32)
+        y *= np.ones(6)                      # float64 operand: y stays float32
+        k = (x > 0).astype(np.int32)
+        k += 2
+        return y, k
+    y, k = dl.jit(f)(X)
+    assert y.dtype == np.float32 and k.dtype == np.int32
+    np.testing.assert_array_equal(k, (X > 0) + 2)
+
+    def bad(x):
+        k = (x > 0).astype(np.int32)
+        k += 1.5                             # E-same-kind
+        return k
+    with pytest.raises(dl.DloopTypeError, match=r"(?s)same-kind.*test_inplace.py"):
+        dl.jit(bad)(X)
+
+
+def test_in_place_update_of_a_loop_carry():
+    def body(i, v):
+        v += 0.5 * v[::-1]
+        v[0] *= 0.9
+        return v
+    want = X.copy()
+    for i in range(3):
+        want = body(i, want)
+    np.testing.assert_allclose(dl.jit(lambda x: dl.fori_loop(0, 3, body, x))(X), want,
+                               rtol=1e-15)
+    f = dl.jit(lambda x: dl.fori_loop(0, 3, body, x.astype(np.float32)))(X)
+    assert f.dtype == np.float32
+
+
 def test_update_inside_collective_loop():
     def step(i, v):
         v = v * 1.0

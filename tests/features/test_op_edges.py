@@ -122,3 +122,29 @@ def test_scalar_exponents_numpy_computes_without_pow(backend):
     assert got.dtype == np.float64 and list(got) == [0.0, 1.0, 4.0, 9.0]
     g = dl.grad(lambda v: (v ** 0.5 + v ** 2.0 + v ** -1.0).sum())(np.array([0.25, 4.0]))
     assert_close(g, [1.0 + 0.5 - 16.0, 0.25 + 8.0 - 1 / 16], rtol=1e-15)
+
+
+def test_arithmetic_with_zero_inf_and_nan_literals(backend):
+    """x / 0.0, x * 0.0, 0.0 / x, x + 0.0 and 0.0 - x keep IEEE's infinities, NaNs and signed
+    zeros (lavapipe folded them as if none existed: x / 0.0 came back x or garbage)."""
+    x = np.array([1.5, -2.5, 0.0, -0.0, np.inf, np.nan])
+    cases = [lambda v: v / 0.0, lambda v: v / 0, lambda v: v * 0.0, lambda v: 0.0 / v,
+             lambda v: v + 0.0, lambda v: 0.0 - v, lambda v: v * np.inf, lambda v: v + np.nan,
+             lambda v: dl.fori_loop(0, np.ones(6, int), lambda i, w: w / 0.0, v)]
+    with np.errstate(all="ignore"):
+        wants = [f(x) for f in cases[:-1]] + [x / 0.0]
+    for f, want in zip(cases, wants):
+        got = dl.jit(f)(x)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_composites_keep_float32_with_python_scalars(backend):
+    """NEP 50: a Python scalar takes the array's dtype, in the functions dloop composes too."""
+    x = np.array([0.5, -2.0, 0.0, 3.0], np.float32)
+    sp = pytest.importorskip("scipy.special")
+    for f in (lambda v: np.hypot(v, 3), lambda v: np.hypot(2.0, v), lambda v: np.logaddexp(v, 1),
+              lambda v: np.heaviside(v, 0.5), lambda v: sp.softplus(v)):
+        got, want = dl.jit(f)(x), f(x)
+        assert got.dtype == want.dtype == np.float32
+        assert_close(got, want, rtol=1e-6)

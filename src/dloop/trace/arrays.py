@@ -349,6 +349,9 @@ empty = zeros
 # ---- elementwise functions written as compositions ----
 
 def hypot(a, b):
+    a, b = _operand(a), _operand(b)
+    dt = ops._floating(result_dtype(a, b))       # NEP 50: a Python scalar takes a's dtype
+    a, b = ops.convert(a, dt), ops.convert(b, dt)
     a, b = ops.unary("abs", a, float_only=True), ops.unary("abs", b, float_only=True)
     big, small = ops.binary("max", a, b), ops.binary("min", a, b)
     ratio = ops.divide(small, ops.where(ops.compare("eq", big, 0), 1, big))
@@ -362,6 +365,9 @@ def hypot(a, b):
 
 
 def logaddexp(a, b):
+    a, b = _operand(a), _operand(b)
+    dt = ops._floating(result_dtype(a, b))
+    a, b = ops.convert(a, dt), ops.convert(b, dt)
     big = ops.binary("max", a, b, float_only=True)
     equal = ops.compare("eq", a, b)
     # a == b: inf - inf would be NaN where NumPy gives inf (or -inf); the gradient there,

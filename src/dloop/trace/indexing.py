@@ -216,4 +216,17 @@ class PartialIndex(Tracer):
         self._node = value
 
 
-Tracer.__getitem__ = getitem
+def _view(x, key):
+    """x[key], a view of x where NumPy's would be (basic indexing: integers, slices, None,
+    ..., traced integers): an update of it writes x too (y = x[1]; y[2] = v sets x[1, 2])."""
+    out = getitem(x, key)
+    parts = key if isinstance(key, tuple) else (key,)
+    if type(out) is Tracer and out is not x and builtins.all(
+            isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) and
+            not isinstance(k, (bool, np.bool_)) or
+            isinstance(k, Tracer) and k.ndim == 0 and k.dtype.kind in "iu" for k in parts):
+        out.view_of = (x, lambda base, view: base.__setitem__(key, view))
+    return out
+
+
+Tracer.__getitem__ = _view

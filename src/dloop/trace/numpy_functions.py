@@ -116,6 +116,9 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 
 def heaviside(x, h0):
+    x, h0 = ops._check_operand(x), ops._check_operand(h0)
+    dt = ops._floating(ops.result_dtype(x, h0))
+    x, h0 = ops.convert(x, dt), ops.convert(h0, dt)
     step = ops.where(ops.compare("lt", x, 0), 0.0, ops.where(ops.compare("gt", x, 0), 1.0, h0))
     return ops.where(ops.compare("ne", x, x), math.nan, step)        # NaN stays NaN
 

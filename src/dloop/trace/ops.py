@@ -346,7 +346,9 @@ def mean(x, axis=None, keepdims=False, dtype=None):
     return divide(sum(x, axis=axis, keepdims=keepdims), count)
 
 
-def reshape(x, shape):
+def reshape(x, shape, copy=None):
+    """A view of x (an update of it writes x, as NumPy's reshape of a contiguous array does);
+    with copy=True, a new array."""
     x = _check_operand(x)
     try:
         shape = np.empty(np.shape(x), dtype=bool).reshape(shape).shape
@@ -354,8 +356,14 @@ def reshape(x, shape):
         raise DloopValueError(f"cannot reshape {np.shape(x)} to {shape}: {e}",
                               user_location()) from None
     if not isinstance(x, Tracer):
-        return np.reshape(x, shape)
-    return x if x.shape == shape else bind1(P["reshape"], [x], {"shape": shape})
+        return np.reshape(x, shape, copy=copy)
+    if copy:
+        return Tracer(x.builder, x.node) if x.shape == shape else \
+            bind1(P["reshape"], [x], {"shape": shape})
+    if x.shape == shape:
+        return x
+    return _viewed(x, bind1(P["reshape"], [x], {"shape": shape}),
+                   lambda base, v: base.__setitem__(Ellipsis, reshape(v, base.shape)))
 
 
 def permute_dims(x, axes):
@@ -368,7 +376,9 @@ def permute_dims(x, axes):
                               user_location())
     if axes == tuple(range(x.ndim)):
         return x
-    return bind1(P["transpose"], [x], {"axes": axes})
+    inverse = tuple(int(k) for k in np.argsort(axes))
+    return _viewed(x, bind1(P["transpose"], [x], {"axes": axes}),       # a view, as in NumPy
+                   lambda base, v: base.__setitem__(Ellipsis, permute_dims(v, inverse)))
 
 
 def transpose(x):
@@ -387,7 +397,7 @@ def _install_operators():
         "__rfloordiv__": lambda a, b: binary("floordiv", b, a),
         "__mod__": lambda a, b: binary("mod", a, b), "__rmod__": lambda a, b: binary("mod", b, a),
         "__pow__": power, "__rpow__": rop(power),
-        "__neg__": lambda a: unary("neg", a), "__pos__": lambda a: a,
+        "__neg__": lambda a: unary("neg", a), "__pos__": positive,
         "__abs__": lambda a: unary("abs", a),
         "__lt__": lambda a, b: compare("lt", a, b), "__le__": lambda a, b: compare("le", a, b),
         "__gt__": lambda a, b: compare("gt", a, b), "__ge__": lambda a, b: compare("ge", a, b),
@@ -403,12 +413,61 @@ def _install_operators():
         "__rdivmod__": lambda a, b: (binary("floordiv", b, a), binary("mod", b, a)),
         "__invert__": lambda a: logical("not", a),
         "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod, "astype": astype,
-        "reshape": lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape),
-        "transpose": transpose,
+        "reshape": _reshape_method, "transpose": _transpose_method,
     }
+    for name, symbol in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"),
+                         ("floordiv", "//"), ("mod", "%"), ("pow", "**"), ("and", "&"),
+                         ("or", "|"), ("xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
+        table[f"__i{name}__"] = _in_place(symbol, table[f"__{name}__"])
     for name, fn in table.items():
         setattr(Tracer, name, fn)
     Tracer.T = property(transpose)
+
+
+def positive(a):
+    """+a: a copy, as in NumPy (an update of it leaves a alone)."""
+    if result_dtype(a) == bool:
+        raise DloopTypeError("+ (positive) of a boolean array is not defined (as in NumPy); "
+                             "convert it first (x.astype(np.int64))", user_location())
+    return Tracer(a.builder, a.node)
+
+
+def _in_place(symbol, fn):
+    """x op= y: NumPy's in-place update, seen by every name bound to x and by the array x is
+    a view of; the result is cast to x's dtype where NumPy's same-kind rule allows."""
+    def update(self, other):
+        new = fn(self, other)
+        dt = result_dtype(new)
+        if dt != self.dtype and not np.can_cast(dt, self.dtype, "same_kind"):
+            raise DloopTypeError(f"x {symbol}= y: the result's dtype {dt} cannot be cast to x's "
+                                 f"{self.dtype} (NumPy's same-kind rule); write x = x op y "
+                                 "for a new array", user_location())
+        if shape_of(new) != self.shape:
+            raise DloopValueError(f"x {symbol}= y: the result's shape {shape_of(new)} is not x's "
+                                  f"{self.shape}", user_location())
+        self.rebind(convert(new, self.dtype))
+        return self
+    return update
+
+
+def _viewed(base, view, write_back):
+    view.view_of = (base, write_back)
+    return view
+
+
+def _reshape_method(self, *shape, order="C", copy=None):
+    if order != "C":
+        raise DloopNotImplementedError(f"reshape(order={order!r}): only order='C' is supported",
+                                       user_location())
+    return reshape(self, shape[0] if len(shape) == 1 else shape, copy=copy)
+
+
+def _transpose_method(self, *axes):
+    """x.transpose(), x.transpose(1, 0, 2), x.transpose((1, 0, 2)), x.T."""
+    axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)) else axes
+    if axes in ((), None):
+        return transpose(self)
+    return permute_dims(self, [a % builtins.max(self.ndim, 1) for a in axes])
 
 
 def install_methods(methods):

@@ -243,13 +243,16 @@ def refuse_subclass(x, what):
 
 
 class Tracer:
-    """An array being traced. Behaves like an immutable array of fixed shape and dtype."""
-    __slots__ = ("builder", "node")
+    """An array being traced, of fixed shape and dtype. Updates (x[i] = v, x += v) rebind it
+    to a new traced value; view_of: (base, write_back) where it is a view of base (basic
+    indexing, reshape, .T), through which an update also writes base, as in NumPy."""
+    __slots__ = ("builder", "node", "view_of")
     __array_priority__ = 1000
 
     def __init__(self, builder, var):
         self.builder = builder
         self.node = var
+        self.view_of = None
 
     shape = property(lambda self: self.node.aval.shape)
     dtype = property(lambda self: self.node.aval.dtype)
@@ -318,11 +321,17 @@ class Tracer:
                              "a loop primitive", user_location())
 
     def __setitem__(self, key, value):
-        """Functional: this tracer now stands for the updated array; arrays that shared the
-        old value (views, in NumPy) keep it."""
         from .updates import updated
-        new = updated(self, key, value)
+        self.rebind(updated(self, key, value))
+
+    def rebind(self, new):
+        """This array, updated in place, now stands for `new`, and so does the array it is a
+        view of. (A view taken before its base is updated keeps the old values: dloop's
+        arrays are values, not memory.)"""
         self.builder, self.node = new.builder, new.node
+        if self.view_of is not None:
+            base, write_back = self.view_of
+            write_back(base, self)
 
     device = property(lambda self: "cpu")
 

@@ -150,6 +150,8 @@ class Renderer:
         n32 = fn.op("Load", self.i32, fn.op("AccessChain", m.t_pointer("PushConstant", self.i32),
                                              pc_var, self.c32(0)))
         self.n = self.index(n32)
+        # A false the driver cannot prove false: n is a push constant.
+        self._opaque_false = fn.op("SLessThan", m.t_bool(), n32, self.c32(0))
         # Per stack: depth, base, capacity and the distance between its slots (kernel/kir.py).
         self.stack_state = [tuple(fn.local(m.t_pointer("Function", self.it)) for _ in range(4))
                             for _ in self.k.stacks]
@@ -258,7 +260,14 @@ class Renderer:
     # -- values and memory --
     def val(self, x):
         if isinstance(x, kir.Const):
-            return self.const(x.value, x.dtype)
+            c = self.const(x.value, x.dtype)
+            dt = np.dtype(x.dtype)
+            if np.issubdtype(dt, np.floating) and not (np.isfinite(x.value) and x.value != 0) \
+                    and not (x.value == 0 and np.signbit(x.value)):
+                # lavapipe folds a * 0, a + 0, a / 0, 0 / a as if no inf, NaN or -0 existed,
+                # SignedZeroInfNanPreserve or not: hide such constants from its optimizer.
+                return self.fn.op("Select", self.vt(dt), self._opaque_false, self.const(1.0, dt), c)
+            return c
         return self.env[x]
 
     def pointer(self, buf, index):
