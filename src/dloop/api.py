@@ -340,8 +340,13 @@ def vjp(fun, *primals, has_aux=False):
     consts = {v: _snapshot(c) for v, c in consts.items()}
     fwd_out = execution.run(compile_program(schedule(
         Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
-    out_vals = fwd_out[:n_main]
+    fwd_out = list(fwd_out)
     res_vals = fwd_out[n_main:n_main + len(residuals)]
+    # An output (or aux) may be the very buffer a residual is: the caller changing it in
+    # place (out += 1, y.add_()) before f_vjp would change the gradient. Hand out copies.
+    fwd_out = fwd_out[:n_main] + res_vals + [
+        _private(v, res_vals) for v in fwd_out[n_main + len(residuals):]]
+    out_vals = [_private(v, res_vals) for v in fwd_out[:n_main]]
     bwd_program = compile_program(schedule(bwd, consts), backend)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
     out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
@@ -364,6 +369,14 @@ def vjp(fun, *primals, has_aux=False):
         return out, f_vjp, library.out(pytree.unflatten(aux_td,
                                                         fwd_out[n_main + len(residuals):]))
     return out, f_vjp
+
+
+def _private(value, residuals):
+    """value, copied where it may share memory with one of the residuals."""
+    if any(value is r or (isinstance(value, np.ndarray) and isinstance(r, np.ndarray) and
+                          np.may_share_memory(value, r)) for r in residuals):
+        return value.copy()
+    return value
 
 
 def _snapshot(array):

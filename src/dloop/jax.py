@@ -1,43 +1,103 @@
 """A dloop function inside JAX code: `dloop.jax.function(fn)` is a `jax.custom_vjp` whose
-forward and backward run fn through dloop on the host (`jax.pure_callback`), so `jax.grad` and
-`jax.jit` of the surrounding code reach it. Arguments are arrays (no pytrees yet); the backward
-pass recomputes the forward sweep."""
+forward and backward run fn through dloop on the host (`jax.pure_callback`), so `jax.grad`,
+`jax.jit` and `jax.vmap` (one call per batch element) of the surrounding code reach it.
+Arguments are arrays or numbers (no pytrees yet); integer and boolean ones are not
+differentiated. The backward pass recomputes the forward sweep."""
 
 import functools
+import threading
 
 import jax
 import numpy as np
 
 from . import api
+from .errors import DloopError, DloopNotImplementedError, DloopTypeError
 from .source import user_location
+
+_pending = threading.local()     # a DloopError raised inside a callback, to re-raise as is
 
 
 def _host(arrays):
     return [np.asarray(a) for a in arrays]
 
 
-def _output_spec(fn, args):
+def _inexact(a):
+    return np.issubdtype(a.dtype, np.inexact)
+
+
+def _output_spec(fn, args, where):
     """fn's one output as a jax.ShapeDtypeStruct, found by tracing fn on zeros (no run)."""
     zeros = [np.zeros(a.shape, a.dtype) for a in args]
-    graph = api._trace(fn, zeros, user_location())[0]
+    graph = api._trace(fn, zeros, where)[0]
+    if len(graph.outputs) != 1:
+        raise DloopTypeError(f"dloop.jax.function needs fn to return one array, but it "
+                             f"returned {len(graph.outputs)}", where)
     (out,) = graph.outputs
-    return jax.ShapeDtypeStruct(out.aval.shape, out.aval.dtype)
+    # Without jax_enable_x64, JAX holds no 64-bit values: the result is cast to 32 bits.
+    return jax.ShapeDtypeStruct(out.aval.shape, jax.dtypes.canonicalize_dtype(out.aval.dtype))
+
+
+def _guarded(host_fn):
+    def call(*a):
+        try:
+            return host_fn(*a)
+        except DloopError as e:
+            _pending.error = e
+            raise
+    return call
 
 
 def function(fn):
     """fn(*arrays) -> one array, as a JAX-differentiable function of JAX arrays."""
     def forward(*args):
-        return jax.pure_callback(lambda *a: np.asarray(api.jit(fn)(*_host(a))),
-                                 _output_spec(fn, args), *args)
+        args = [jax.numpy.asarray(a) for a in args]    # jax.grad hands numbers in as such
+        spec = _output_spec(fn, args, user_location())
+        return jax.pure_callback(
+            _guarded(lambda *a: np.asarray(api.jit(fn)(*_host(a))).astype(spec.dtype)),
+            spec, *args, vmap_method="sequential")
 
     def backward(args, g):
-        specs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args)
+        diff = [k for k, a in enumerate(args) if _inexact(a)]
+        specs = tuple(jax.ShapeDtypeStruct(args[k].shape, args[k].dtype) for k in diff)
 
         def host_vjp(g, *a):
-            _, f_vjp = api.vjp(fn, *_host(a))
-            return tuple(np.asarray(x) for x in f_vjp(np.asarray(g)))
-        return tuple(jax.pure_callback(host_vjp, specs, g, *args))
+            a = _host(a)
+
+            def on_diff(*xs):
+                full = list(a)
+                for k, x in zip(diff, xs):
+                    full[k] = x
+                return fn(*full)
+            _, f_vjp = api.vjp(on_diff, *[a[k] for k in diff])
+            return tuple(np.asarray(x).astype(s.dtype) for x, s in zip(f_vjp(np.asarray(g)),
+                                                                         specs))
+        grads = iter(jax.pure_callback(_guarded(host_vjp), specs, g, *args,
+                                       vmap_method="sequential") if diff else ())
+        return tuple(next(grads) if _inexact(a) else
+                     np.zeros(a.shape, jax.dtypes.float0) for a in args)
 
     wrapped = jax.custom_vjp(forward)
-    wrapped.defvjp(lambda *args: (forward(*args), args), backward)
-    return functools.wraps(fn)(wrapped)
+    wrapped.defvjp(lambda *args: (forward(*args), tuple(jax.numpy.asarray(a) for a in args)),
+                   backward)
+
+    @functools.wraps(fn)
+    def call(*args):
+        where = user_location()
+        converted = []
+        for k, a in enumerate(args):
+            if isinstance(a, (bool, int, float, complex, np.generic)):
+                a = jax.numpy.asarray(a)
+            elif not hasattr(a, "shape") or not hasattr(a, "dtype"):
+                raise DloopNotImplementedError(
+                    f"dloop.jax.function takes arrays or numbers, but argument {k} is a "
+                    f"{type(a).__name__}; pass its arrays as separate arguments", where)
+            converted.append(a)
+        _pending.error = None
+        try:
+            return wrapped(*converted)
+        except jax.errors.JaxRuntimeError:
+            error, _pending.error = _pending.error, None
+            if error is not None:
+                raise error from None
+            raise
+    return call

@@ -66,7 +66,8 @@ def to_input(x, device, where=None):
                 where) from None
         if array_api_compat.is_torch_array(x):
             _refuse_grad(x, where)
-        array = x if array_api_compat.is_cupy_array(x) else cupy.from_dlpack(x.detach())
+        array = x if array_api_compat.is_cupy_array(x) else \
+            cupy.from_dlpack(x.detach().resolve_conj().resolve_neg())
         _check_device(array.device.id, cupy.cuda.Device().id, where)
         return array
     return to_numpy(x, where)
@@ -104,13 +105,24 @@ def to_numpy(x, where=None):
         return x.get()                   # a host backend was chosen for device arrays
     if array_api_compat.is_torch_array(x):
         _refuse_grad(x, where)
+        # Lazy conjugate / negative views (z.conj(), z.conj().imag) export their storage
+        # through DLPack without the flag: resolve them first, or the values flip sign.
+        x = x.detach().resolve_conj().resolve_neg()
         if x.device.type == "cuda":
-            return x.detach().cpu().numpy()
+            return x.cpu().numpy()
         if x.device.type != "cpu":
             raise DloopNotImplementedError(f"a torch tensor on {x.device} has no backend "
                                            "here; pass a CPU or CUDA tensor", where)
     if hasattr(x, "__dlpack__"):
-        return np.from_dlpack(x)
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            raise DloopTypeError(
+                f"a {type(x).__name__} of dtype {getattr(x, 'dtype', '?')} cannot be read by "
+                f"dloop ({e}); pass a dense array of one of {', '.join(DTYPES)} (convert "
+                "bfloat16 and float16 to float32; call dloop.jax.function / "
+                "dloop.torch.function for arrays being traced by JAX or PyTorch)",
+                where) from None
     return np.asarray(x)
 
 

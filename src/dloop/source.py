@@ -1,17 +1,35 @@
 """Capture of the user's file:line, so any later error can name the line that caused it."""
 
+import importlib.util
 import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
-_THIRD_PARTY_INTERNAL = (os.sep + "numpy" + os.sep, os.sep + "array_api_compat" + os.sep)
+
+
+def _library_dirs(names):
+    """The installed directories of these packages (found, not imported): frames in them are
+    the libraries' own (NumPy's dispatch, the bridges' autograd and callbacks), not the
+    user's, even where the user's own directories share a package's name."""
+    dirs = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            dirs += [os.path.join(os.path.abspath(p), "") for p in spec.submodule_search_locations]
+    return tuple(dirs)
+
+
+_THIRD_PARTY_INTERNAL = _library_dirs(("numpy", "array_api_compat", "torch", "jax", "jaxlib"))
 
 
 def _is_internal(path):
     if path.startswith(_PACKAGE_DIR) or path.startswith("<frozen"):
         return True
-    if any(part in path for part in _THIRD_PARTY_INTERNAL):
+    if path.startswith(_THIRD_PARTY_INTERNAL):
         return True
     return path.startswith(_STDLIB_DIR) and "site-packages" not in path
 

@@ -4,45 +4,86 @@ fn through dloop (forward and its VJP), and takes part in PyTorch's autograd, so
 
 import functools
 
-import numpy as np
 import torch
 
-from . import api, libraries, pytree
-from .errors import DloopTypeError
+from . import api, config, libraries, pytree
+from .errors import DloopNotImplementedError, DloopTypeError
 from .source import user_location
 
 
-def _to_numpy(t):
-    return libraries.to_numpy(t.detach())
+def _to_array(t):
+    """A leaf as dloop takes it: a CUDA tensor stays on its GPU (shared through DLPack), so
+    that the cuda backend runs it; everything else is NumPy."""
+    if torch.is_tensor(t):
+        t = t.detach()
+        return libraries.to_input(t, t.is_cuda and config.backend in (None, "cuda"))
+    return libraries.to_numpy(t)
 
 
 def _to_torch(a, like):
-    return libraries.from_numpy(np.asarray(a), "torch", like)
+    return libraries.from_numpy(a, "torch", like)
+
+
+def _differentiable(t):
+    return torch.is_tensor(t) and (t.is_floating_point() or t.is_complex())
 
 
 class _Bridge(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, fn, treedef, *tensors):
-        arrays = [_to_numpy(t) for t in tensors]
-        out, f_vjp = api.vjp(lambda *xs: fn(*pytree.unflatten(treedef, xs)), *arrays)
-        if not isinstance(out, np.ndarray) and not np.isscalar(out):
+    def forward(ctx, fn, treedef, like, *leaves):
+        arrays = [_to_array(t) for t in leaves]
+        diff = [k for k, t in enumerate(leaves) if _differentiable(t)]
+
+        def on_diff(*xs):       # fn of the float leaves; the others are constants
+            full = list(arrays)
+            for k, x in zip(diff, xs):
+                full[k] = x
+            return fn(*pytree.unflatten(treedef, full))
+        out, f_vjp = api.vjp(on_diff, *[arrays[k] for k in diff])
+        if not hasattr(out, "shape"):
             raise DloopTypeError("dloop.torch.function needs fn to return one array",
                                  user_location())
-        ctx.f_vjp = f_vjp
-        ctx.like = tensors[0]
-        return _to_torch(out, tensors[0])
+        ctx.f_vjp, ctx.like, ctx.diff, ctx.n = f_vjp, like, diff, len(leaves)
+        ctx.tensors = [t for t in leaves if _differentiable(t)]
+        return _to_torch(out, like)
 
     @staticmethod
     def backward(ctx, grad_out):
-        grads = ctx.f_vjp(_to_numpy(grad_out))
-        return (None, None) + tuple(_to_torch(g, ctx.like) for g in grads)
+        grads = [None] * ctx.n
+        for k, g in zip(ctx.diff, ctx.f_vjp(_to_array(grad_out))):
+            grads[k] = _to_torch(g, ctx.like)
+            if torch.is_grad_enabled():     # create_graph=True: a second derivative may follow
+                grads[k] = _FirstOrderOnly.apply(grads[k], grad_out, *ctx.tensors)
+        return (None, None, None) + tuple(grads)
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """The gradient a dloop backward made, tied to the forward's inputs: differentiating it
+    again (a Hessian, gradgradcheck) is an error instead of silently zero."""
+    @staticmethod
+    def forward(ctx, grad, *inputs):
+        ctx.where = user_location()
+        return grad.clone()
+
+    @staticmethod
+    def backward(ctx, *_):
+        raise DloopNotImplementedError(
+            "second derivatives through dloop.torch.function are not supported yet "
+            "(the backward pass is dloop's compiled VJP); differentiate once, or keep "
+            "create_graph=True for the rest of the model only", ctx.where)
 
 
 def function(fn):
-    """fn(*args) -> one array, args pytrees of float tensors; returns the same function on
-    tensors, differentiable by PyTorch (torch.autograd.gradcheck passes in float64)."""
+    """fn(*args) -> one array, args pytrees of tensors (and numbers); returns the same
+    function on tensors, differentiable by PyTorch in its float tensors
+    (torch.autograd.gradcheck passes in float64)."""
     @functools.wraps(fn)
     def wrapped(*args):
         leaves, treedef = pytree.flatten(list(args))
-        return _Bridge.apply(fn, treedef, *leaves)
+        like = next((t for t in leaves if torch.is_tensor(t)), None)
+        if like is None:
+            raise DloopTypeError("dloop.torch.function needs at least one torch tensor "
+                                 "among its arguments; call fn directly on other arrays",
+                                 user_location())
+        return _Bridge.apply(fn, treedef, like, *leaves)
     return wrapped

@@ -129,3 +129,27 @@ NO_CASE = {
     "stats._xp_searchsorted": "a private helper",
     **scipy_cases_more.NO_CASE,
 }
+
+
+def test_logsumexp_far_past_overflow():
+    """SciPy computes log(sum(exp(a))) as a fallback and drops it with xp.where when it
+    overflowed: the dropped branch behind the sum made the gradient NaN (design.md 23)."""
+    import scipy.special as special
+    x = np.array([800.0, 1.0, 2.0])
+    e = np.exp(x - 800.0)
+    assert_close(dl.grad(special.logsumexp)(x), e / e.sum(), rtol=1e-15)
+    g = dl.grad(lambda x: special.logsumexp(x.reshape(2, 2) * 1000, axis=1).sum())(
+        np.array([0.9, 0.1, 0.2, 0.8]))
+    assert_close(g, [1000.0, 0.0, 0.0, 1000.0], rtol=1e-15, atol=1e-200)
+
+
+def test_oaconvolve_adds_through_views():
+    """scipy.signal.oaconvolve (cpu_only in SciPy's table, but it runs) adds each block's
+    overlap in place through a view of the result (ret_overpart += overpart)."""
+    import scipy.signal as signal
+    k = np.array([0.2, 0.5, 0.3])
+    np.testing.assert_allclose(dl.jit(lambda x: signal.oaconvolve(x, k))(X), np.convolve(X, k),
+                               rtol=1e-13)
+    w = np.cos(np.arange(X.size + 2.0))
+    got = dl.grad(lambda x: (signal.oaconvolve(x, k) * w).sum())(X)
+    assert_close(got, np.convolve(w, k[::-1], mode="valid"), rtol=1e-12)

@@ -39,3 +39,44 @@ def test_grad_matches_finite_differences(jit):
                  atol=1e-9)
     assert_close(np.asarray(gs), finite_difference(lambda s: numeric(x, s), scale), rtol=1e-7,
                  atol=1e-9)
+
+
+def test_integer_arguments_get_no_gradient():
+    """Trip counts passed as an argument: jax.grad needs a float0 cotangent for them (it
+    failed inside the callback)."""
+    f = dloop.jax.function(lambda x, n: dl.fori_loop(0, n, lambda i, v: v * x, x * 1.0))
+    x, n = jnp.array([1.0, 1.2, 1.3]), jnp.array([0, 1, 2])
+    g = jax.grad(lambda x: f(x, n).sum())(x)
+    np.testing.assert_allclose(g, (np.asarray(n) + 1) * np.asarray(x) ** np.asarray(n),
+                               rtol=1e-14)
+
+
+def test_numbers_vmap_and_one_output():
+    f = dloop.jax.function(lambda x, s: x * s)
+    x = jnp.array([1.0, 2.0])
+    np.testing.assert_allclose(f(x, 0.5), [0.5, 1.0])
+    np.testing.assert_allclose(jax.grad(lambda s: f(x, s).sum())(3.0), 3.0)
+    np.testing.assert_allclose(jax.vmap(lambda r: f(r, 2.0))(jnp.ones((2, 3))), 2.0)
+    with pytest.raises(dl.DloopTypeError, match="one array"):
+        dloop.jax.function(lambda x: (x, x))(x)
+    with pytest.raises(dl.DloopNotImplementedError, match="arrays or numbers"):
+        dloop.jax.function(lambda x: x)((x, x))
+
+
+def test_dloop_errors_arrive_as_dloop_errors():
+    """An index out of range, found when the callback runs (it arrived as JaxRuntimeError)."""
+    f = dloop.jax.function(lambda x: x[np.argmax(x) + 5] * x)
+    with pytest.raises(dl.DloopIndexError):
+        f(jnp.ones(3))
+
+
+def test_without_x64_results_are_32_bit():
+    table = np.linspace(1.0, 2.0, 4)
+    f = dloop.jax.function(lambda x: x * table)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        x = jnp.ones(4)
+        assert f(x).dtype == jnp.float32
+        np.testing.assert_allclose(jax.grad(lambda x: f(x).sum())(x), table, rtol=1e-6)
+    finally:
+        jax.config.update("jax_enable_x64", True)

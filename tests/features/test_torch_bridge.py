@@ -49,3 +49,63 @@ def test_tensor_requiring_grad_passed_directly_is_an_error():
     x = torch.tensor([0.3, -0.7, 1.1, 0.5], dtype=torch.float64, requires_grad=True)
     with pytest.raises(dl.DloopTypeError, match=r"(?s)dloop.torch.function.*test_torch_bridge"):
         dl.jit(lambda x: x * 2)(x)
+
+
+def test_negative_and_conjugate_views_are_read_with_their_sign():
+    """z.conj().imag is a lazy negative view: DLPack exports its storage without the flag, so
+    its values were read with the opposite sign (and a conjugate view raised BufferError)."""
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex128)
+    v = z.conj().imag                                         # [-2, 4]
+    np.testing.assert_array_equal(dl.jit(lambda x: x * 2.0)(v).numpy(), [-4.0, 8.0])
+    np.testing.assert_array_equal(
+        dl.jit(lambda x: dl.fori_loop(0, 3, lambda i, w: w + 1.0, x))(v).numpy(), [1.0, 7.0])
+    np.testing.assert_array_equal(dl.jit(lambda x: x * 1.0)(z.conj()).numpy(),
+                                  np.conj(z.numpy()))
+
+
+def test_changing_the_output_in_place_leaves_the_gradient_alone():
+    """y.add_() after the bridge: the output was the buffer the backward pass read."""
+    def fn(x):
+        return np.exp(dl.fori_loop(0, 3, lambda i, v: v * 0.5, x))
+    x0 = np.array([0.1, 0.5, 1.0])
+    x = torch.tensor(x0, requires_grad=True)
+    y = dloop.torch.function(fn)(x)
+    y.add_(1.0)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x0 / 8) / 8, rtol=1e-14)
+    out, f_vjp = dl.vjp(fn, x0)
+    out += 1.0
+    np.testing.assert_allclose(f_vjp(np.ones(3))[0], np.exp(x0 / 8) / 8, rtol=1e-14)
+
+
+def test_second_derivatives_are_refused_not_zero():
+    """create_graph=True then a second backward: dloop's part was silently constant."""
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    f = dloop.torch.function(lambda v: dl.fori_loop(0, 2, lambda i, w: w * v, v * 1.0) ** 2)
+    (g,) = torch.autograd.grad(f(x).sum() + (x ** 3).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 6 * x.detach().numpy() ** 5 +
+                               3 * x.detach().numpy() ** 2, rtol=1e-13)
+    with pytest.raises(dl.DloopNotImplementedError, match="second derivatives"):
+        g.sum().backward()
+
+
+def test_integer_tensors_and_numbers_are_constants():
+    """Trip counts as an integer tensor, a Python number: not differentiated (they crashed
+    the bridge); a call without any tensor is a DloopError naming the line."""
+    f = dloop.torch.function(lambda x, n, s: dl.fori_loop(0, n, lambda i, v: v * s, x))
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    n = torch.tensor([0, 1, 3])
+    f(x, n, 0.5).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 0.5 ** n.numpy(), rtol=1e-15)
+    with pytest.raises(dl.DloopTypeError, match=r"(?s)at least one torch tensor.*test_torch"):
+        dloop.torch.function(lambda: np.ones(2))()
+
+
+def test_unreadable_dtypes_and_bridge_errors_name_the_user_line():
+    with pytest.raises(dl.DloopTypeError, match="bfloat16"):
+        dl.jit(lambda x: x * 2)(torch.ones(3, dtype=torch.bfloat16))
+    f = dloop.torch.function(lambda x: (x, x))
+    with pytest.raises(dl.DloopTypeError) as e:
+        f(torch.ones(2, dtype=torch.float64, requires_grad=True))    # E-tuple
+    line = next(k for k, t in enumerate(open(__file__), 1) if t.rstrip().endswith("E-tuple"))
+    assert f"{__file__}:{line}" in str(e.value)

@@ -41,6 +41,32 @@ def test_branch_taken_keeps_its_nan(backend):
     assert_close(g[kept], np.where(X < 1.0, 0.5 / np.sqrt(np.abs(X)), 1.0)[kept], rtol=1e-12)
 
 
+def test_branch_not_taken_behind_a_reduction_reshape_or_broadcast(backend):
+    """The branch not taken is cleaned through a sum, a slice, a broadcast and a reshape
+    between np.where and the overflowing exp (SciPy's logsumexp computes such a fallback
+    and drops it: its gradient at 800 was NaN instead of softmax's 1)."""
+    x = np.array([800.0, 1.0, 2.0])
+
+    def after_sum(x):
+        t = np.exp(x).sum()
+        return np.where(np.isinf(t), x.max(), t)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(dl.grad(after_sum)(x), [1.0, 0.0, 0.0])
+    keep = np.array([True, False])
+    cases = [
+        (lambda x: np.where(keep[:, None], np.exp(x)[:, None] * np.ones(3), 0.0).sum(),
+         [3 * np.e, 0.0]),
+        (lambda x: np.where(keep[1:], np.exp(x)[1:], 0.0).sum() +
+         np.where(keep, np.exp(x), x).sum(), [np.e, 1.0]),
+        (lambda x: np.where(keep[::-1], np.exp(x).reshape(1, 2), x.reshape(1, 2)).sum(),
+         [1.0, 1.0]),
+    ]
+    for f, want in cases[:2]:
+        assert_close(dl.grad(f)(np.array([1.0, 800.0])), want, rtol=1e-15)
+    f, want = cases[2]
+    assert_close(dl.grad(f)(np.array([800.0, 0.0])), want, rtol=1e-15)
+
+
 def test_inside_a_per_element_loop(backend):
     n = np.array([3, 1, 4, 2, 0, 5])
 
