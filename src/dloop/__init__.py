@@ -9,6 +9,7 @@ from .api import value_and_grad as value_and_grad
 from .api import vjp as vjp
 from .config import config as config
 from .errors import AdstackOverflowError as AdstackOverflowError
+from .errors import DloopAttributeError as DloopAttributeError
 from .errors import DloopError as DloopError
 from .errors import DloopIndexError as DloopIndexError
 from .errors import DloopMemoryError as DloopMemoryError

@@ -12,14 +12,15 @@ from .ad.vjp import vjp_graph
 from .adstack import native
 from .backends.base import get_backend
 from .config import config
-from .errors import DloopNotImplementedError, DloopTypeError, DloopValueError
+from .errors import (DloopError, DloopIndexError, DloopNotImplementedError, DloopTypeError,
+                     DloopValueError)
 from .ir.graph import Aval, Graph, Var, pruned
 from .ir.printer import canonical_text
 from .ir.verify import check_graph
 from .kernel.schedule import schedule
 from .runtime.execute import Execution
 from .runtime.program import compile_program
-from .source import user_location
+from .source import raised_inside, user_location
 from .trace import loops
 from .trace.tracer import Builder, Tracer, is_tracing, refuse_subclass
 
@@ -96,7 +97,16 @@ def _trace(fn, args, where):
     with Builder() as b:
         b.keeps_device_arrays = on_device
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
-        out = fn(*pytree.unflatten(treedef, tracers))
+        try:
+            out = fn(*pytree.unflatten(treedef, tracers))
+        except (TypeError, ValueError, IndexError) as e:
+            if isinstance(e, DloopError) or (line := raised_inside(e.__traceback__)) is None:
+                raise
+            cls = DloopIndexError if isinstance(e, IndexError) else DloopTypeError \
+                if isinstance(e, TypeError) else DloopValueError
+            raise cls(f"{type(e).__name__}: {e} (raised inside dloop's implementation for the "
+                      "arguments given here; where NumPy accepts them, please report it)",
+                      line) from e
         out_leaves, out_td = pytree.flatten(out)
         for p, x in zip(pytree.leaf_paths(out_td, "output"), out_leaves):
             if not isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):

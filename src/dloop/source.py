@@ -51,3 +51,22 @@ def user_location():
             return f"{path}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def raised_inside(tb):
+    """For a traceback: the user's 'file:line' where the innermost frame outside NumPy, the
+    other libraries and the stdlib is dloop's own (an argument NumPy's helpers refused inside
+    dloop's implementation of a function the user called); None where the user's code raised."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename + "\0" + str(tb.tb_lineno))
+        tb = tb.tb_next
+    paths = [f.split("\0") for f in reversed(frames)]     # innermost first
+    k = 0
+    while k < len(paths) and _is_internal(paths[k][0]) and not paths[k][0].startswith(
+            _PACKAGE_DIR):
+        k += 1
+    if k == len(paths) or not paths[k][0].startswith(_PACKAGE_DIR):
+        return None
+    outside = next((p for p in paths[k:] if not _is_internal(p[0])), None)
+    return None if outside is None else f"{outside[0]}:{outside[1]}"

@@ -191,3 +191,68 @@ def test_missing_name_is_an_attribute_error(backend):
             xp.unique_values(x)
         return x
     dl.jit(probe)(A)
+
+
+def test_standard_semantics_numpy_leaves_open():
+    """Each once wrong: roll with an axis named twice (a shift was dropped), broadcast_to a
+    smaller shape (truncated), clip by wider bounds and tril/triu of bools (dtype changed),
+    asarray of a Python scalar (not updatable), reshape(copy=)."""
+    def f(x):
+        xp = x.__array_namespace__()
+        v = xp.arange(5.0) + x[0, 0] * 0
+        total = xp.asarray(0.0)
+        total += x[1, 2]
+        return (xp.roll(v, (1, 1), axis=(0, 0)), xp.roll(x, (1, 2), axis=(1, -1)),
+                xp.clip(x.astype(np.float32), xp.asarray([-0.5, 0.0, 0.5])),
+                xp.tril(x > 0), xp.triu(x > 0, 1), total, xp.reshape(x, (3, 2), copy=True))
+    got = dl.jit(f)(A)
+    want = (np.roll(np.arange(5.0), 2), np.roll(A, 3, axis=1),
+            np.clip(A.astype(np.float32), np.float32([-0.5, 0.0, 0.5]), None),
+            np.tril(A > 0), np.triu(A > 0, 1), A[1, 2], A.reshape(3, 2))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+    for bad in (lambda x, xp: xp.broadcast_to(x, (3,)), lambda x, xp: xp.broadcast_to(x, (1, 3)),
+                lambda x, xp: xp.roll(x, (1, 2), axis=1)):
+        with pytest.raises(dl.DloopValueError, match="test_array_api.py"):
+            dl.jit(lambda x: bad(x, x.__array_namespace__()))(A)
+
+
+@pytest.mark.parametrize("call", [
+    lambda xp, x: xp.squeeze(x, axis=5), lambda xp, x: xp.flip(x, axis=5),
+    lambda xp, x: xp.concat([]), lambda xp, x: xp.stack([]), lambda xp, x: xp.eye(-1),
+    lambda xp, x: xp.broadcast_arrays(x, x[0, :2]), lambda xp, x: xp.repeat(x, -1),
+    lambda xp, x: x[::0], lambda xp, x: -(x > 0), lambda xp, x: (x > 0) ** (x > 1),
+])
+def test_refused_arguments_are_dloop_errors_naming_the_line(call):
+    """Arguments NumPy's helpers refuse inside dloop's functions came out as their raw
+    ValueError / IndexError / TypeError, naming no line of the user's."""
+    line = call.__code__.co_firstlineno
+    with pytest.raises(dl.DloopError, match=rf"test_array_api.py:{line}"):
+        dl.jit(lambda x: call(x.__array_namespace__(), x))(A)
+
+
+def test_the_user_s_own_errors_pass_unchanged():
+    def f(x):
+        raise ValueError("mine")
+    with pytest.raises(ValueError, match="^mine$") as e:
+        dl.jit(f)(A)
+    assert not isinstance(e.value, dl.DloopError)
+
+
+def test_missing_ndarray_method_is_a_dloop_attribute_error():
+    with pytest.raises(dl.DloopAttributeError, match=r"(?s)'view'.*test_array_api.py"):
+        dl.jit(lambda x: x.view(np.float64))(A)
+    assert not dl.jit(lambda x: x * hasattr(x, "view"))(A).any()
+
+
+def test_numpy_reductions_accumulate_in_the_dtype_given():
+    b, i = A > 0, np.array([[3, -8, 1], [7, 2, -3]], np.int32)
+
+    def f(b, i):
+        return (np.sum(b, axis=0, dtype=bool), np.mean(i, dtype=np.int64),
+                np.sum(i, dtype=np.int32), np.prod(i, axis=1, dtype=np.int32), i < 2 ** 40,
+                i == 2 ** 70, np.argsort(i[0], stable=True))
+    for got, want in zip(dl.jit(f)(b, i), f(b, i)):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype

@@ -57,7 +57,11 @@ def positive(x):
     return x
 
 
-pow, square, clip, where, astype = ops.power, ops.square, ops.clip, ops.where, ops.astype
+pow, square, where, astype = ops.power, ops.square, ops.where, ops.astype
+
+
+def clip(x, /, min=None, max=None):
+    return ops.clip(x, min, max, keep_dtype=True)
 sum, prod, max, min, mean = ops.sum, ops.prod, ops.max, ops.min, ops.mean
 reshape, broadcast_to, permute_dims = ops.reshape, ops.broadcast_to, ops.permute_dims
 hypot, logaddexp = arrays.hypot, arrays.logaddexp
@@ -92,7 +96,7 @@ def asarray(x, dtype=None, copy=None, device=None):
             x = captured(x, user_location())     # a CUDA table stays on the device
         if not isinstance(x, Tracer):
             x = np.asarray(x, dtype=dtype)
-            x = x if x.ndim == 0 else arrays.constant(x)
+            x = arrays.constant(x)     # 0-d too: updatable, and its value still folds
     return x if dtype is None else ops.astype(x, dtype)
 
 
@@ -128,11 +132,13 @@ def meshgrid(*arrays_, indexing="xy"):
 
 
 def tril(x, k=0):
-    return ops.where(np.tri(*np.shape(x)[-2:], k=k, dtype=np.bool_), x, 0)
+    zero = ops.convert(0, ops.result_dtype(ops._check_operand(x)))       # bool stays bool
+    return ops.where(np.tri(*np.shape(x)[-2:], k=k, dtype=np.bool_), x, zero)
 
 
 def triu(x, k=0):
-    return ops.where(np.tri(*np.shape(x)[-2:], k=k - 1, dtype=np.bool_), 0, x)
+    zero = ops.convert(0, ops.result_dtype(ops._check_operand(x)))
+    return ops.where(np.tri(*np.shape(x)[-2:], k=k - 1, dtype=np.bool_), zero, x)
 
 
 def __getattr__(name):

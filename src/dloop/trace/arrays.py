@@ -36,11 +36,18 @@ def roll(x, shift, axis=None):
     if axis is None:
         return ops.reshape(roll(ops.reshape(x, (-1,)), shift, 0), x.shape)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    shifts = (shift,) * len(axes) if isinstance(shift, int) else tuple(shift)
-    if isinstance(shift, Tracer) or builtins.any(isinstance(s, Tracer) for s in shifts):
+    if isinstance(shift, Tracer) or (isinstance(shift, (tuple, list)) and
+                                     builtins.any(isinstance(s, Tracer) for s in shift)):
         raise DloopNotImplementedError("roll by a traced shift", user_location())
-    axes = tuple(_axis(a, x.ndim) for a in axes)
-    return bind1(P["roll"], [x], {"shift": tuple(int(s) for s in shifts), "axes": axes})
+    shifts = (shift,) * len(axes) if isinstance(shift, (int, np.integer)) else tuple(shift)
+    if len(shifts) != len(axes):
+        raise DloopValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes; give one "
+                              "shift per axis", user_location())
+    total = {}
+    for a, s in zip(axes, shifts):          # an axis named twice is rolled by the sum
+        a = _axis(a, x.ndim)
+        total[a] = total.get(a, 0) + int(s)
+    return bind1(P["roll"], [x], {"shift": tuple(total.values()), "axes": tuple(total)})
 
 
 def concat(arrays, axis=0):

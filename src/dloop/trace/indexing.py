@@ -51,7 +51,7 @@ def _basic(x, key):
         return ops._constant(ops._value(x)[key]) if isinstance(x, Tracer) else x[key]
     try:
         out_shape = np.empty(x.shape, dtype=bool)[key].shape
-    except IndexError as e:
+    except (IndexError, ValueError) as e:         # ValueError: a slice step of 0
         raise DloopIndexError(str(e), user_location()) from None
     except TypeError as e:
         raise DloopTypeError(f"unsupported index {key!r}: {e}", user_location()) from None
@@ -166,7 +166,7 @@ class PartialIndex(Tracer):
     __slots__ = ("table", "entries", "_node", "_aval")
 
     def __init__(self, table, entries):
-        self.table, self.entries, self._node = table, entries, None
+        self.table, self.entries, self._node, self.view_of = table, entries, None, None
         self._aval = (layout(entries)[0], table.dtype)
         self.builder = next(a.builder for a in (table, *entries) if isinstance(a, Tracer))
 

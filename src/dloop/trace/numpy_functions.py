@@ -142,9 +142,11 @@ def _flat_if_none(fn, default):
 
 cumprod = _flat_if_none(lambda a, axis, dtype=None: utilities.cumulative_prod(
     a, axis=axis, dtype=dtype), None)
-sort = _flat_if_none(lambda a, axis, kind=None, order=None: utilities.sort(a, axis=axis), -1)
-argsort = _flat_if_none(lambda a, axis, kind=None, order=None: utilities.argsort(a, axis=axis),
-                        -1)
+# Always stable, so kind= and stable= (NumPy 2) change nothing.
+sort = _flat_if_none(lambda a, axis, kind=None, order=None, *, stable=None: utilities.sort(
+    a, axis=axis), -1)
+argsort = _flat_if_none(lambda a, axis, kind=None, order=None, *, stable=None:
+                        utilities.argsort(a, axis=axis), -1)
 
 
 def ravel(a, order="C"):

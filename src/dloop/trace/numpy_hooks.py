@@ -50,9 +50,13 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                                    user_location())
 
 
-def _reduction(fn):
+def _reduction(fn, accumulates=False):
+    """np.sum and kin; dtype= is the accumulator's dtype for sum, prod and mean (as NumPy's),
+    the input's conversion for max and min."""
     def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
         _no_kwargs(fn.__name__, dict(kw, out=out))
+        if accumulates:
+            return fn(a, axis=axis, dtype=dtype, keepdims=keepdims)
         if dtype is not None:
             a = ops.astype(a, dtype)
         return fn(a, axis=axis, keepdims=keepdims)
@@ -65,7 +69,8 @@ def _clip(a, a_min=None, a_max=None, out=None, **kw):
 
 
 _FUNCTIONS = {
-    np.sum: _reduction(xp.sum), np.prod: _reduction(xp.prod), np.mean: _reduction(xp.mean),
+    np.sum: _reduction(ops.sum, True), np.prod: _reduction(ops.prod, True),
+    np.mean: _reduction(ops.mean, True),
     np.max: _reduction(xp.max), np.min: _reduction(xp.min), np.amax: _reduction(xp.max),
     np.amin: _reduction(xp.min),
     np.where: lambda c, a, b: ops.where(c, a, b), np.clip: _clip,

@@ -69,6 +69,11 @@ def convert(x, dtype):
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else _apply("convert", [x], dtype=dtype)
     if isinstance(x, (bool, int, float, complex)):
+        if type(x) is int and dtype.kind in "iu" and \
+                not np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
+            raise DloopValueError(f"the Python integer {x} is out of range for {dtype.name}; "
+                                  "make the array wider first (x.astype(np.int64))",
+                                  user_location())
         return dtype.type(x)
     # No copy where the dtype is already right: an array captured by a loop body is read at
     # every op that uses it while tracing (W4: 19 copies of 65,536 elements per trace).
@@ -119,12 +124,26 @@ def _real_only(name, dt):
             "xp.abs(z))", user_location())
 
 
+_NOT_FOR_BOOL = {"neg": "-", "sign": "sign", "sub": "-", "floordiv": "//", "mod": "%",
+                 "pow": "**", "shl": "<<", "shr": ">>"}
+
+
+def _no_bool(name, dt):
+    """NumPy refuses - and sign of booleans, and computes //, %, ** and shifts of two in int8,
+    which dloop does not have."""
+    if dt == bool and name in _NOT_FOR_BOOL:
+        raise DloopTypeError(f"'{_NOT_FOR_BOOL[name]}' of boolean arrays is not supported (NumPy "
+                             "refuses it or computes in int8); convert first "
+                             "(x.astype(np.int32))", user_location())
+
+
 def unary(name, x, float_only=False):
     x = _check_operand(x)
     dt = result_dtype(x)
     if float_only:
         dt = _floating(dt)
     _real_only(name, dt)
+    _no_bool(name, dt)
     if dt.kind == "c" and name in ("abs", "sign"):
         r = complex_part("complex_abs", x)
         if name == "abs":
@@ -172,6 +191,7 @@ def binary(name, a, b, float_only=False):
     if float_only:
         dt = _floating(dt)
     _real_only(name, dt)
+    _no_bool(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
 
@@ -181,6 +201,11 @@ def compare(name, a, b):
         return _apply(name, list(same))
     a, b = _check_operand(a), _check_operand(b)
     dt = result_dtype(a, b)
+    if dt.kind in "iu" and any(type(v) is int and not np.iinfo(dt).min <= v <= np.iinfo(dt).max
+                               for v in (a, b)):
+        # NumPy compares a Python integer out of the array's range by its value.
+        dt = np.dtype(np.int64) if all(type(v) is not int or -2 ** 63 <= v < 2 ** 63
+                                       for v in (a, b)) else np.dtype(np.float64)
     _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
@@ -191,6 +216,7 @@ def logical(name, a, b=None):
     if dt != bool and not np.issubdtype(dt, np.integer):
         raise DloopTypeError(f"logical/bitwise '{name}' needs boolean or integer operands, "
                              f"got {dt.name}", user_location())
+    _no_bool(name, dt)
     return _apply(name, [convert(x, dt) for x in args])
 
 
@@ -208,6 +234,7 @@ def where(cond, a, b):
 
 def power(a, b):
     a, b = _check_operand(a), _check_operand(b)
+    _no_bool("pow", result_dtype(a) if isinstance(b, int) else result_dtype(a, b))
     if isinstance(b, int) and not isinstance(b, bool) and -4 <= b <= 4:
         return _small_integer_power(a, b)
     dt = result_dtype(a, b)
@@ -257,12 +284,15 @@ def square(x):
     return multiply(x, x)
 
 
-def clip(x, min=None, max=None):
+def clip(x, min=None, max=None, keep_dtype=False):
+    """NumPy's clip (bounds promote), or with keep_dtype the array API's (x's dtype)."""
+    x = _check_operand(x)
+    dt = result_dtype(x)
     if min is not None:
         x = binary("max", x, min)
     if max is not None:
         x = binary("min", x, max)
-    return x
+    return convert(x, dt) if keep_dtype else x
 
 
 def astype(x, dtype, copy=True):
@@ -279,10 +309,11 @@ def broadcast_to(x, shape):
     shape = tuple(int(d) for d in shape)
     have = shape_of(x)
     try:
-        np.broadcast_shapes(have, shape)
+        ok = np.broadcast_shapes(have, shape) == shape
     except ValueError:
-        raise DloopValueError(f"cannot broadcast shape {have} to {shape}",
-                              user_location()) from None
+        ok = False
+    if not ok:
+        raise DloopValueError(f"cannot broadcast shape {have} to {shape}", user_location())
     if not isinstance(x, Tracer):
         return np.broadcast_to(x, shape)
     return x if x.shape == shape else bind1(P["broadcast_to"], [x], {"shape": shape})
@@ -343,7 +374,8 @@ def mean(x, axis=None, keepdims=False, dtype=None):
     x = _check_operand(x)
     x = convert(x, dtype or _floating(result_dtype(x)))
     count = int(np.prod([np.shape(x)[a] for a in _axes(x, axis)], dtype=np.int64))
-    return divide(sum(x, axis=axis, keepdims=keepdims), count)
+    # An integer dtype: NumPy sums in it, divides, and truncates back to it.
+    return convert(divide(sum(x, axis=axis, keepdims=keepdims), count), result_dtype(x))
 
 
 def reshape(x, shape, copy=None):

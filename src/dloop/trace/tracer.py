@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from ..errors import DloopTypeError, DloopValueError
+from ..errors import DloopAttributeError, DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals, same_eval
 from ..source import user_location
@@ -323,6 +323,15 @@ class Tracer:
     def __setitem__(self, key, value):
         from .updates import updated
         self.rebind(updated(self, key, value))
+
+    def __getattr__(self, name):
+        """Only for names no class defines: an ndarray method dloop does not have yet. (An
+        AttributeError still, so that hasattr answers False.)"""
+        if name.startswith("__") or name in Tracer.__slots__:
+            raise AttributeError(name)
+        raise DloopAttributeError(f"traced arrays have no method or attribute '{name}' (NumPy's "
+                                  f"ndarray.{name}); use the array namespace's functions "
+                                  "instead (x.__array_namespace__())", user_location())
 
     def rebind(self, new):
         """This array, updated in place, now stands for `new`, and so does the array it is a
