@@ -1,6 +1,10 @@
 import os
 import shutil
 
+# JAX (its bridge's tests) would take three quarters of a GPU's memory at its first array,
+# next to the cuda backend's tests in the other workers.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 import nvrtc_check
 import pytest
 

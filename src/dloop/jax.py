@@ -94,7 +94,13 @@ def function(fn):
             converted.append(a)
         _pending.error = None
         try:
-            return wrapped(*converted)
+            out = wrapped(*converted)
+            try:
+                # On a GPU the callback's error surfaces only when the result is awaited.
+                out.block_until_ready()
+            except AttributeError:          # a tracer (under jax.jit / jax.grad): no wait
+                pass
+            return out
         except jax.errors.JaxRuntimeError:
             error, _pending.error = _pending.error, None
             if error is not None:
