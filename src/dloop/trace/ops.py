@@ -234,7 +234,8 @@ def where(cond, a, b):
 
 def power(a, b):
     a, b = _check_operand(a), _check_operand(b)
-    _no_bool("pow", result_dtype(a) if isinstance(b, int) else result_dtype(a, b))
+    if dtype_of(a) == bool:
+        _no_bool("pow", result_dtype(a) if isinstance(b, int) else result_dtype(a, b))
     if isinstance(b, int) and not isinstance(b, bool) and -4 <= b <= 4:
         return _small_integer_power(a, b)
     dt = result_dtype(a, b)
