@@ -148,3 +148,14 @@ def test_composites_keep_float32_with_python_scalars(backend):
         got, want = dl.jit(f)(x), f(x)
         assert got.dtype == want.dtype == np.float32
         assert_close(got, want, rtol=1e-6)
+
+
+def test_gammaln_at_infinities_and_integer_dot_products(backend):
+    sp = pytest.importorskip("scipy.special")
+    x = np.array([np.inf, -np.inf, 0.5, 200.0, -2.0, np.nan])
+    np.testing.assert_allclose(dl.jit(sp.gammaln)(x), sp.gammaln(x), rtol=1e-14)
+    i = np.array([[1, -2], [3, 4]], np.int32)
+    for f in (lambda i: np.einsum("ij,jk->ik", i, i), lambda i: np.vecdot(i, i)):
+        got, want = dl.jit(f)(i), f(i)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype == np.int32

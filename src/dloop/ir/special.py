@@ -191,7 +191,9 @@ def gammaln(m, x):
                   positive(o.where(o("gt", x, 0.0), 1.0, reflected_arg)))
     out = o.where(o("gt", x, 0.0), positive(o.where(o("gt", x, 0.0), x, 1.0)), reflected)
     pole = o("and", o("le", x, 0.0), o("eq", x, o("floor", x)))
-    return o.where(pole, math.inf, out)
+    # +inf too: Stirling's (x - 1/2) log x - x is inf - inf there; -inf is SciPy's -inf.
+    out = o.where(o("or", pole, o("eq", x, math.inf)), math.inf, out)
+    return o.where(o("eq", x, -math.inf), -math.inf, out)
 
 
 def _digamma_asymptotic(o, z):

@@ -219,7 +219,8 @@ def tensordot(a, b, axes=2):
 
 def vecdot(a, b, axis=-1):
     """sum(conj(a) * b): the standard conjugates the first vector (a no-op on reals)."""
-    return ops.sum(ops.multiply(conj(a), b), axis=axis)
+    product = ops.multiply(conj(a), b)      # summed in its dtype (int32 stays int32)
+    return ops.sum(product, axis=axis, dtype=ops.result_dtype(product))
 
 
 # ---- statistics ----

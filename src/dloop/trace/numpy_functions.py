@@ -70,7 +70,7 @@ def einsum(subscripts, *operands, **kwargs):
         moved = ops.reshape(moved, shape)
         product = moved if product is None else ops.multiply(product, moved)
     summed = tuple(range(len(output), len(order)))
-    return ops.sum(product, axis=summed) if summed else product
+    return ops.sum(product, axis=summed, dtype=ops.result_dtype(product)) if summed else product
 
 
 def outer(a, b):
