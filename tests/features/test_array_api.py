@@ -252,7 +252,8 @@ def test_numpy_reductions_accumulate_in_the_dtype_given():
     def f(b, i):
         return (np.sum(b, axis=0, dtype=bool), np.mean(i, dtype=np.int64),
                 np.sum(i, dtype=np.int32), np.prod(i, axis=1, dtype=np.int32), i < 2 ** 40,
-                i == 2 ** 70, np.argsort(i[0], stable=True))
+                i == 2 ** 70, np.argsort(i[0], stable=True), i.astype(np.int64) < 2 ** 63,
+                i.astype(np.int64) > -2 ** 63 - 1)
     for got, want in zip(dl.jit(f)(b, i), f(b, i)):
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype

@@ -249,3 +249,43 @@ def test_bad_array_key_names_the_line(key, cls, phrase):
         return x.reshape(2, 3)[key]  # bad key
     with pytest.raises(cls, match=rf"(?s){phrase}.*test_inplace.py"):
         dl.jit(fn)(X)
+
+
+COPY_CASES = {
+    "an element is a scalar": lambda y: y[0, 0],
+    "y ** 1": lambda y: y ** 1,
+    "y ** 1.0": lambda y: y ** 1.0,
+    "np.tile(y, 1)": lambda y: np.tile(y, 1),
+    "np.conj of real": np.conj,
+    "xp.clip without bounds": lambda y: _numpy_xp(y).clip(y),
+    "xp.positive": lambda y: _numpy_xp(y).positive(y),
+    "y.flatten()": lambda y: y.flatten(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPY_CASES))
+def test_results_numpy_copies_do_not_write_back(name):
+    """NumPy returns new arrays from these (an element of every axis is a scalar): updating
+    the result must leave y alone (it wrote y back: y[0, 0] += y[1], y ** 1.0 += 100)."""
+    case = COPY_CASES[name]
+
+    def f(x):
+        y = x.reshape(2, 3) * 1.0
+        out = case(y)
+        out += 100.0
+        return y, out
+    got_y, got_out = dl.jit(f)(X)
+    want_y, want_out = f(X.copy())
+    np.testing.assert_array_equal(got_y, want_y)
+    np.testing.assert_array_equal(got_out, want_out)
+
+
+def test_matmul_in_place_and_bool_diff():
+    def f(x):
+        a = x[:4].reshape(2, 2) * 1.0
+        alias = a
+        a @= a
+        return alias, np.diff(x > 0)
+    for got, want in zip(dl.jit(f)(X), f(X.copy())):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype

@@ -100,3 +100,13 @@ def test_inside_a_collective_loop(backend):
     with np.errstate(invalid="ignore"):
         expected = finite_difference(lambda x: loss(x, False), X)
     assert_close(dl.grad(lambda x: loss(x, True))(X), expected, rtol=1e-6)
+
+
+def test_nan_placeholder_behind_a_max_or_prod(backend):
+    """m = x.max(axis=1) with a NaN in a row that np.where then drops: the row's gradient is
+    0, not the max rule's 0 / 0 (prod: 0 * inf)."""
+    x = np.array([[1.0, 3.0, 2.0], [np.nan, 1.0, 2.0]])
+    g = dl.grad(lambda x: np.where(np.isnan(x.max(axis=1)), 0.0, x.max(axis=1)).sum())(x)
+    np.testing.assert_array_equal(g, [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    g = dl.grad(lambda x: np.where(np.isnan(x.prod(axis=1)), 0.0, x.prod(axis=1)).sum())(x)
+    np.testing.assert_array_equal(g, [[6.0, 2.0, 3.0], [0.0, 0.0, 0.0]])

@@ -62,7 +62,7 @@ def vjp_graph(graph, wrt_indices, context="top", effect_indices=()):
             [moved] if moved is not None else [em.mask] * len(in_bars)
         for x, g, need, mask in safe_zip(op.inputs, in_bars, needs, in_masks):
             if need and g is not None:
-                if op.prim is not prims.select_p and moved is None:
+                if op.prim is not prims.select_p:
                     g = em.masked(g, mask)
                 _accumulate(em, bars, masks, x, g, mask)
         em.mask = em.masked_bar = None

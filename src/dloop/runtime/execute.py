@@ -15,7 +15,7 @@ from ..config import config
 from ..errors import DloopMemoryError, DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
 from . import faults as fault_check
-from . import guess
+from . import guess, sizing_memo
 from .collective import RUNNERS
 from .host_ops import HOST_IMPLS
 
@@ -188,10 +188,19 @@ class Execution:
         if n and plan.nests:
             self._prefetch(kernel, plan, env)
             with parallel.remembering():
-                caps = self._capacities(plan, env, n)
-                order = self._order(plan.main, work + list(caps.values()))
+                kept = self._sizing_inputs(plan, env, work)
+                hit = kept is not None and sizing_memo.lookup(plan, n, kept, self._sizing_xp())
+                if hit:
+                    caps, order, loop_layouts = hit
                 try:
-                    layouts.update(self._lay_out(plan, caps, order))   # refuses what cannot fit
+                    if not hit:
+                        caps = self._capacities(plan, env, n)
+                        order = self._order(plan.main, work + list(caps.values()))
+                        loop_layouts = self._layouts(plan, caps, order)  # refuses what cannot fit
+                        if kept is not None:
+                            sizing_memo.store(plan, n, kept, caps, order, loop_layouts,
+                                              self._sizing_xp())
+                    layouts.update(self._allocate(plan, loop_layouts))
                 except DloopMemoryError:
                     # A guess, this launch's or an earlier one's whose tape is still held,
                     # may be what passes the limit: counted, the run may fit.
@@ -330,8 +339,13 @@ class Execution:
                 self.guesses.append(plan)
         return caps
 
-    def _lay_out(self, plan, caps, order):
-        lease = self.heap_lease()
+    def _sizing_inputs(self, plan, env, work):
+        """What sizing_memo compares with the last call's, after the launches that make it."""
+        self.sync()
+        return sizing_memo.inputs(plan, env, [self._sizing_array(w) for w in work],
+                                  self._sizing_array)
+
+    def _layouts(self, plan, caps, order):
         be, layouts = self.backend, {}
         interleave = be.interleave if be.caps.sizes_on_device else None
         if order is not None and not isinstance(order, np.ndarray) and interleave is None:
@@ -346,6 +360,15 @@ class Execution:
                                      be.caps.tape_lanes, be.caps.compact_tapes, interleave,
                                      pack, plan.main.kernel.stacks_by_slot)
                 self._check_index_width(plan, [slots for _, slots in layout.regions.values()])
+                layouts[loop_id] = layout
+        return layouts
+
+    def _allocate(self, plan, loop_layouts):
+        """The loops' heap regions, for this run."""
+        lease, layouts = self.heap_lease(), {}
+        for nest in plan.nests:
+            for loop_id, info in nest.infos.items():
+                layout = loop_layouts[loop_id]
                 regions = {name: lease.alloc(slots * self._slot_bytes(dtype), dtype, info.src)
                            for name, (dtype, slots) in layout.regions.items()}
                 layouts[loop_id] = DeviceLayout(layout, regions, self._upload)

@@ -58,6 +58,7 @@ class KernelPlan:
     n_threads: int = 0
     seen: object = None                      # the last count (runtime/guess.py)
     guessable: bool = False                  # whether counts may be guessed (guess.py)
+    sizing_memo: object = None               # the last call's sizing (sizing_memo.py)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 for the standard's 2023.12 elementwise, creation, manipulation, searching, statistical and
 linear-algebra sections. A name not defined here raises a DloopError naming it."""
 
+import functools
 import math
 
 import numpy as np
@@ -54,7 +55,7 @@ def logical_not(x):
 
 
 def positive(x):
-    return x
+    return ops.positive(x) if isinstance(x, Tracer) else +x
 
 
 pow, square, where, astype = ops.power, ops.square, ops.where, ops.astype
@@ -145,3 +146,14 @@ def __getattr__(name):
     # An AttributeError too, so that hasattr(xp, "fft") is False, as libraries probe.
     raise DloopAttributeError(f"the array API function '{name}' is not supported on traced "
                               "arrays yet", user_location())
+
+
+# The standard's functions return new arrays, except these views and conversions: a result
+# that is an argument itself (clip without bounds, tile by 1) becomes a new tracer.
+_VIEWS = {"asarray", "astype", "reshape", "permute_dims", "matrix_transpose", "squeeze",
+          "expand_dims", "broadcast_to", "broadcast_arrays", "real", "moveaxis", "unstack"}
+for _name, _fn in list(globals().items()):
+    if callable(_fn) and not isinstance(_fn, type) and not _name.startswith("_") and \
+            _name not in _VIEWS and getattr(_fn, "__module__", "").startswith("dloop."):
+        globals()[_name] = (lambda fn: functools.wraps(fn)(
+            lambda *args, **kwargs: ops.distinct(fn(*args, **kwargs), args)))(_fn)

@@ -225,7 +225,10 @@ def _view(x, key):
             isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) and
             not isinstance(k, (bool, np.bool_)) or
             isinstance(k, Tracer) and k.ndim == 0 and k.dtype.kind in "iu" for k in parts):
-        out.view_of = (x, lambda base, view: base.__setitem__(key, view))
+        scalar = builtins.all(not isinstance(k, (slice, type(None), type(Ellipsis)))
+                              for k in parts) and len(parts) == x.ndim
+        if not scalar:      # NumPy: x[i, j] of every axis is a scalar, a copy
+            out.view_of = (x, lambda base, view: base.__setitem__(key, view))
     return out
 
 

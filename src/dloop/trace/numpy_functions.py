@@ -201,7 +201,7 @@ ops.install_methods({
     "min": _reduction(ops.min, "min", False), "var": spread("var"), "std": spread("std"),
     "clip": lambda self, min=None, max=None: ops.clip(self, min, max),
     "copy": lambda self, order="C": type(self)(self.builder, self.node),
-    "ravel": ravel, "flatten": ravel,
+    "ravel": ravel, "flatten": lambda self, order="C": ops.reshape(self, (-1,), copy=True),
     "any": lambda self, axis=None, keepdims=False: utilities.any(self, axis=axis,
                                                                  keepdims=keepdims),
     "all": lambda self, axis=None, keepdims=False: utilities.all(self, axis=axis,

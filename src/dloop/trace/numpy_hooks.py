@@ -31,6 +31,10 @@ def _no_kwargs(name, kwargs, allowed=()):
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
+    return ops.distinct(_ufunc(ufunc, method, inputs, kwargs), inputs)
+
+
+def _ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__" and ufunc is getattr(np, "vecdot", None):      # a ufunc in NumPy 2
         _no_kwargs("vecdot", kwargs, ("axis",))
         return xp.vecdot(*inputs, axis=kwargs.get("axis", -1))
@@ -158,4 +162,13 @@ def array_function(func, args, kwargs):
         space = f"np.{parts[1]}." if parts[1:] in (["fft"], ["linalg"]) else "np."
         raise DloopNotImplementedError(f"{space}{func.__name__} is not supported on traced "
                                        "arrays yet", user_location())
-    return impl(*args, **kwargs)
+    out = impl(*args, **kwargs)
+    return out if func in _VIEWS else ops.distinct(out, args)
+
+
+# NumPy functions that return views (an update of the result writes the argument); the
+# others return new arrays.
+_VIEWS = {getattr(np, name) for name in (
+    "reshape", "transpose", "ravel", "squeeze", "expand_dims", "moveaxis", "swapaxes", "real",
+    "asarray", "asanyarray", "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d",
+    "matrix_transpose", "permute_dims") if hasattr(np, name)}

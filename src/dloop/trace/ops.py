@@ -203,9 +203,16 @@ def compare(name, a, b):
     dt = result_dtype(a, b)
     if dt.kind in "iu" and any(type(v) is int and not np.iinfo(dt).min <= v <= np.iinfo(dt).max
                                for v in (a, b)):
-        # NumPy compares a Python integer out of the array's range by its value.
-        dt = np.dtype(np.int64) if all(type(v) is not int or -2 ** 63 <= v < 2 ** 63
-                                       for v in (a, b)) else np.dtype(np.float64)
+        # NumPy compares a Python integer out of the array's range by its value; beyond
+        # int64's, every element is on one side of it.
+        big = next((v for v in (a, b) if type(v) is int and not -2 ** 63 <= v < 2 ** 63), None)
+        if big is not None:
+            array = b if big is a else a
+            above = (big > 0) == (big is b)       # array < big, read left to right
+            answer = {"lt": above, "le": above, "gt": not above, "ge": not above,
+                      "eq": False, "ne": True}[name]
+            return broadcast_to(convert(answer, bool), shape_of(array))
+        dt = np.dtype(np.int64)
     _real_only(name, dt)
     return _apply(name, [convert(a, dt), convert(b, dt)])
 
@@ -453,7 +460,11 @@ def _install_operators():
                          ("or", "|"), ("xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
         table[f"__i{name}__"] = _in_place(symbol, table[f"__{name}__"])
     for name, fn in table.items():
+        if name.startswith("__") and not name.startswith("__i"):
+            fn = _new_array(fn)
         setattr(Tracer, name, fn)
+    # __matmul__ is installed with the array methods (arrays.py), after this.
+    Tracer.__imatmul__ = _in_place("@", lambda a, b: a.__matmul__(b))
     Tracer.T = property(transpose)
 
 
@@ -481,6 +492,21 @@ def _in_place(symbol, fn):
         self.rebind(convert(new, self.dtype))
         return self
     return update
+
+
+def distinct(out, inputs):
+    """NumPy's operators and functions return new arrays: where a shortcut returned an input
+    itself (x ** 1, clip without bounds) or the implementation's last step was a view
+    (np.tile's reshape), the result is a new tracer, so that an update of it (out += 1)
+    leaves the input alone."""
+    if type(out) is Tracer and (out.view_of is not None or
+                                builtins.any(out is a for a in inputs)):
+        return Tracer(out.builder, out.node)     # nor a view its implementation made
+    return out
+
+
+def _new_array(fn):
+    return lambda *args: distinct(fn(*args), args)
 
 
 def _viewed(base, view, write_back):

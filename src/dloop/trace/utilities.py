@@ -43,7 +43,9 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
                  if np.ndim(p) == 0 else p for p in parts]
         x = concat(parts, axis=axis)
     for _ in range(n):
-        x = ops.subtract(_along(x, axis, 1, None), _along(x, axis, None, -1))
+        x = ops.compare("ne", _along(x, axis, 1, None), _along(x, axis, None, -1)) \
+            if ops.result_dtype(x) == bool else \
+            ops.subtract(_along(x, axis, 1, None), _along(x, axis, None, -1))
     return x
 
 

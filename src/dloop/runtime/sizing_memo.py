@@ -1,0 +1,70 @@
+"""A launch's adstack sizing kept from the last call of the same kernel plan: the capacities,
+the order its elements run in and their slices, reused where every array the sizing read
+(the trip counts of its capacity expressions, the work of earlier loops) equals the last
+call's. Equality is checked on every call, by value: an array changed in place, or a new
+one, sizes anew. Only the heap regions are allocated again.
+
+Why: a user who calls grad again with the same trip counts (a fit over parameters, the
+usual loop) pays for the sizing once. On a GPU it is most of the fixed per-call work: W1's
+gradient at 10^6 elements spent 0.73 of its 2.1 ms on the H100 in capacities, order and
+layout (small kernels and a read-back each), against one comparison here.
+
+Loops sized by counting (no capacity expression) are not kept: their counts are this
+call's. Nor are launches whose kept arrays would pass MAX_BYTES of memory held between
+calls."""
+
+
+from ..config import config
+
+MAX_BYTES = 128 << 20
+
+
+class _Memo:
+    __slots__ = ("key", "inputs", "caps", "order", "layouts")
+
+    def __init__(self, key, inputs, caps, order, layouts):
+        self.key, self.inputs, self.caps, self.order = key, inputs, caps, order
+        self.layouts = layouts
+
+
+def inputs(plan, env, work, sizing_array):
+    """The arrays a launch's sizing reads, or None where it cannot be kept (a counted loop)."""
+    if config.adstack_capacity is not None:
+        return list(work)
+    values = []
+    for nest in plan.nests:
+        for expr in nest.exprs.values():
+            if expr is None:
+                return None
+            values.extend(sizing_array(env[v]) for v in sorted(expr.vars(), key=lambda v: v.id))
+    return values + list(work)
+
+
+def _key(n):
+    return (n, config.adstack_capacity, config.max_adstack_bytes)
+
+
+def lookup(plan, n, values, xp):
+    """(caps, order, layouts) of the last call where `values` equal its inputs, else None."""
+    memo = plan.sizing_memo
+    if memo is None or memo.key != _key(n) or len(memo.inputs) != len(values):
+        return None
+    for old, new in zip(memo.inputs, values):
+        if old.shape != new.shape or old.dtype != new.dtype:
+            return None
+    same = [xp.array_equal(old, new) for old, new in zip(memo.inputs, values)]
+    if not all(bool(s) for s in same):      # one read back per array on a GPU
+        return None
+    return memo.caps, memo.order, memo.layouts
+
+
+def store(plan, n, values, caps, order, layouts, xp):
+    held = sum(int(v.nbytes) for v in values) + sum(
+        int(a.nbytes) for a in [*caps.values(), order] if hasattr(a, "nbytes")) + sum(
+        int(a.nbytes) for lay in layouts.values() for a in (lay.cap, lay.start)
+        if hasattr(a, "nbytes"))
+    if held > MAX_BYTES:
+        plan.sizing_memo = None
+        return
+    plan.sizing_memo = _Memo(_key(n), [xp.array(v, copy=True) for v in values], caps, order,
+                             layouts)
