@@ -289,3 +289,24 @@ def test_matmul_in_place_and_bool_diff():
     for got, want in zip(dl.jit(f)(X), f(X.copy())):
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
+
+
+def test_a_view_updated_after_its_base_starts_from_the_base_s_values():
+    """Overlapping views, and a row updated after its matrix: the later update used the view's
+    old values and wrote them back over the earlier one."""
+    def f(x):
+        y = x.reshape(2, 3) * 1.0
+        left, right = y[:, :2], y[:, 1:]
+        left *= 2.0
+        right += 1.0
+        row = y[0]
+        y[0, 1] = 50.0 * x[2]
+        row[2] = -3.0
+        inner = row[1:]
+        y[0, 2] = 7.0
+        inner[0] += 1.0                      # a view of a view, both stale
+        return y
+    np.testing.assert_array_equal(dl.jit(f)(X), f(X.copy()))
+    g = dl.grad(lambda x: (f(x).reshape(-1) * W).sum())(X)
+    assert_close(g, finite_difference(lambda x: (f(x.copy()).reshape(-1) * W).sum(), X),
+                 rtol=1e-7, atol=1e-9)

@@ -159,3 +159,7 @@ def test_gammaln_at_infinities_and_integer_dot_products(backend):
         got, want = dl.jit(f)(i), f(i)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype == np.int32
+    for v in (i, np.array([0.5, 1.5, -2.5], np.float32)):         # rint: a float function
+        got, want = dl.jit(np.rint)(v), np.rint(v)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype

@@ -11,7 +11,7 @@ from ..errors import DloopIndexError, DloopTypeError
 from . import ops
 from ..source import user_location
 from .ops import P, bind1, is_traced
-from .tracer import Tracer, current_builder
+from .tracer import Tracer, View, current_builder
 
 
 class _Axis:
@@ -167,6 +167,7 @@ class PartialIndex(Tracer):
 
     def __init__(self, table, entries):
         self.table, self.entries, self._node, self.view_of = table, entries, None, None
+        self.version = 0
         self._aval = (layout(entries)[0], table.dtype)
         self.builder = next(a.builder for a in (table, *entries) if isinstance(a, Tracer))
 
@@ -228,7 +229,8 @@ def _view(x, key):
         scalar = builtins.all(not isinstance(k, (slice, type(None), type(Ellipsis)))
                               for k in parts) and len(parts) == x.ndim
         if not scalar:      # NumPy: x[i, j] of every axis is a scalar, a copy
-            out.view_of = (x, lambda base, view: base.__setitem__(key, view))
+            out.view_of = View(x, lambda base: getitem(base, key),
+                               lambda base, view: base.__setitem__(key, view))
     return out
 
 

@@ -19,6 +19,8 @@ _UFUNCS.update({
     np.logical_xor: xp.logical_xor, np.logical_not: xp.logical_not,
     # NumPy 2's matmul is a ufunc: A @ x with a NumPy A arrives here.
     np.matmul: xp.matmul, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
+    # NumPy's rint is a float function (an int32 array gives float64); xp.round keeps ints.
+    np.rint: lambda x: xp.round(ops.convert(x, ops._floating(ops.result_dtype(x)))),
 })
 _REDUCERS = {np.add: xp.sum, np.multiply: xp.prod, np.maximum: xp.max, np.minimum: xp.min}
 

@@ -11,7 +11,7 @@ from ..libraries import DTYPES
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..source import user_location
-from .tracer import Tracer, bind1, captured, current_builder, refuse_subclass
+from .tracer import Tracer, View, bind1, captured, current_builder, refuse_subclass
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -402,7 +402,7 @@ def reshape(x, shape, copy=None):
             bind1(P["reshape"], [x], {"shape": shape})
     if x.shape == shape:
         return x
-    return _viewed(x, bind1(P["reshape"], [x], {"shape": shape}),
+    return _viewed(x, lambda base: bind1(P["reshape"], [base], {"shape": shape}),
                    lambda base, v: base.__setitem__(Ellipsis, reshape(v, base.shape)))
 
 
@@ -417,7 +417,7 @@ def permute_dims(x, axes):
     if axes == tuple(range(x.ndim)):
         return x
     inverse = tuple(int(k) for k in np.argsort(axes))
-    return _viewed(x, bind1(P["transpose"], [x], {"axes": axes}),       # a view, as in NumPy
+    return _viewed(x, lambda base: bind1(P["transpose"], [base], {"axes": axes}),  # as NumPy
                    lambda base, v: base.__setitem__(Ellipsis, permute_dims(v, inverse)))
 
 
@@ -460,7 +460,7 @@ def _install_operators():
                          ("or", "|"), ("xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
         table[f"__i{name}__"] = _in_place(symbol, table[f"__{name}__"])
     for name, fn in table.items():
-        if name.startswith("__") and not name.startswith("__i"):
+        if name in ("__pow__", "__rpow__"):      # the only operators with shortcuts (x ** 1)
             fn = _new_array(fn)
         setattr(Tracer, name, fn)
     # __matmul__ is installed with the array methods (arrays.py), after this.
@@ -480,6 +480,7 @@ def _in_place(symbol, fn):
     """x op= y: NumPy's in-place update, seen by every name bound to x and by the array x is
     a view of; the result is cast to x's dtype where NumPy's same-kind rule allows."""
     def update(self, other):
+        self.refresh()
         new = fn(self, other)
         dt = result_dtype(new)
         if dt != self.dtype and not np.can_cast(dt, self.dtype, "same_kind"):
@@ -499,9 +500,13 @@ def distinct(out, inputs):
     itself (x ** 1, clip without bounds) or the implementation's last step was a view
     (np.tile's reshape), the result is a new tracer, so that an update of it (out += 1)
     leaves the input alone."""
-    if type(out) is Tracer and (out.view_of is not None or
-                                builtins.any(out is a for a in inputs)):
-        return Tracer(out.builder, out.node)     # nor a view its implementation made
+    if type(out) is not Tracer:
+        return out
+    if out.view_of is not None:                  # nor a view its implementation made
+        return Tracer(out.builder, out.node)
+    for a in inputs:
+        if a is out:
+            return Tracer(out.builder, out.node)
     return out
 
 
@@ -509,8 +514,10 @@ def _new_array(fn):
     return lambda *args: distinct(fn(*args), args)
 
 
-def _viewed(base, view, write_back):
-    view.view_of = (base, write_back)
+def _viewed(base, derive, write_back):
+    """derive(base), a view of base: an update of it writes base back."""
+    view = derive(base)
+    view.view_of = View(base, derive, write_back)
     return view
 
 

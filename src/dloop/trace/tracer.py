@@ -242,17 +242,29 @@ def refuse_subclass(x, what):
                              f"(dropping what makes it one); {fix}", user_location())
 
 
+class View:
+    """How a tracer views its base (basic indexing, reshape, .T): derive(base) makes it from
+    the base, write_back(base, view) writes it into the base; version: the base's version it
+    was last made from or written to."""
+    __slots__ = ("base", "derive", "write_back", "version")
+
+    def __init__(self, base, derive, write_back):
+        self.base, self.derive, self.write_back = base, derive, write_back
+        self.version = base.version
+
+
 class Tracer:
     """An array being traced, of fixed shape and dtype. Updates (x[i] = v, x += v) rebind it
-    to a new traced value; view_of: (base, write_back) where it is a view of base (basic
-    indexing, reshape, .T), through which an update also writes base, as in NumPy."""
-    __slots__ = ("builder", "node", "view_of")
+    to a new traced value and count its version; view_of: a View where it is a view of
+    another tracer, through which an update also writes that base, as in NumPy."""
+    __slots__ = ("builder", "node", "view_of", "version")
     __array_priority__ = 1000
 
     def __init__(self, builder, var):
         self.builder = builder
         self.node = var
         self.view_of = None
+        self.version = 0
 
     shape = property(lambda self: self.node.aval.shape)
     dtype = property(lambda self: self.node.aval.dtype)
@@ -322,6 +334,7 @@ class Tracer:
 
     def __setitem__(self, key, value):
         from .updates import updated
+        self.refresh()
         self.rebind(updated(self, key, value))
 
     def __getattr__(self, name):
@@ -335,12 +348,28 @@ class Tracer:
 
     def rebind(self, new):
         """This array, updated in place, now stands for `new`, and so does the array it is a
-        view of. (A view taken before its base is updated keeps the old values: dloop's
-        arrays are values, not memory.)"""
+        view of."""
         self.builder, self.node = new.builder, new.node
-        if self.view_of is not None:
-            base, write_back = self.view_of
-            write_back(base, self)
+        self.version += 1
+        view = self.view_of
+        if view is not None:
+            view.write_back(view.base, self)
+            view.version = view.base.version
+
+    def refresh(self):
+        """Before an update: a view whose base changed since it was made is made again from
+        the base, so that the update starts from the base's values and writes back none of
+        the old ones. (Reading a view taken before its base changed still gives the old
+        values: dloop's arrays are values, not memory.)"""
+        view = self.view_of
+        if view is None:
+            return
+        view.base.refresh()
+        if view.version != view.base.version:
+            new = view.derive(view.base)
+            self.builder, self.node = new.builder, new.node
+            self.version += 1
+            view.version = view.base.version
 
     device = property(lambda self: "cpu")
 
