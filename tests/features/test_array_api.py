@@ -223,6 +223,7 @@ def test_standard_semantics_numpy_leaves_open():
     lambda xp, x: xp.concat([]), lambda xp, x: xp.stack([]), lambda xp, x: xp.eye(-1),
     lambda xp, x: xp.broadcast_arrays(x, x[0, :2]), lambda xp, x: xp.repeat(x, -1),
     lambda xp, x: x[::0], lambda xp, x: -(x > 0), lambda xp, x: (x > 0) ** (x > 1),
+    lambda xp, x: np.square(x > 0),
 ])
 def test_refused_arguments_are_dloop_errors_naming_the_line(call):
     """Arguments NumPy's helpers refuse inside dloop's functions came out as their raw

@@ -289,6 +289,8 @@ def divide(a, b):
 
 
 def square(x):
+    if dtype_of(x) == bool:
+        _no_bool("pow", np.dtype(bool))       # NumPy squares booleans in int8
     return multiply(x, x)
 
 
