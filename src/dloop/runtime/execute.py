@@ -188,7 +188,8 @@ class Execution:
         if n and plan.nests:
             self._prefetch(kernel, plan, env)
             with parallel.remembering():
-                kept = self._sizing_inputs(plan, env, work)
+                work = self._sized_work(work)
+                kept = sizing_memo.inputs(plan, env, work, self._sizing_array)
                 hit = kept is not None and sizing_memo.lookup(plan, n, kept, self._sizing_xp())
                 if hit:
                     caps, order, loop_layouts = hit
@@ -339,11 +340,11 @@ class Execution:
                 self.guesses.append(plan)
         return caps
 
-    def _sizing_inputs(self, plan, env, work):
-        """What sizing_memo compares with the last call's, after the launches that make it."""
+    def _sized_work(self, work):
+        """The earlier loops' work as sizing reads it (and sizing_memo compares it), once the
+        launches that make it are over."""
         self.sync()
-        return sizing_memo.inputs(plan, env, [self._sizing_array(w) for w in work],
-                                  self._sizing_array)
+        return [self._sizing_array(w) for w in work]
 
     def _layouts(self, plan, caps, order):
         be, layouts = self.backend, {}

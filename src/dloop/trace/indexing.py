@@ -222,16 +222,21 @@ def _view(x, key):
     ..., traced integers): an update of it writes x too (y = x[1]; y[2] = v sets x[1, 2])."""
     out = getitem(x, key)
     parts = key if isinstance(key, tuple) else (key,)
-    if type(out) is Tracer and out is not x and builtins.all(
-            isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) and
-            not isinstance(k, (bool, np.bool_)) or
-            isinstance(k, Tracer) and k.ndim == 0 and k.dtype.kind in "iu" for k in parts):
-        scalar = builtins.all(not isinstance(k, (slice, type(None), type(Ellipsis)))
-                              for k in parts) and len(parts) == x.ndim
-        if not scalar:      # NumPy: x[i, j] of every axis is a scalar, a copy
-            out.view_of = View(x, lambda base: getitem(base, key),
-                               lambda base, view: base.__setitem__(key, view))
+    basic = builtins.all(is_static(k) or isinstance(k, Tracer) and k.ndim == 0 and
+                         k.dtype.kind in "iu" for k in parts)
+    # NumPy: an element of every axis (x[i, j]) is a scalar, a copy.
+    element = len(parts) == x.ndim and not builtins.any(
+        isinstance(k, (slice, type(None), type(Ellipsis))) for k in parts)
+    if type(out) is Tracer and out is not x and basic and not element:
+        out.view_of = View(x, lambda base: getitem(base, key),
+                           lambda base, view: base.__setitem__(key, view))
     return out
+
+
+def is_static(k):
+    """An index of basic indexing known while tracing: an integer, a slice, None or ..."""
+    return isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) and \
+        not isinstance(k, bool)
 
 
 Tracer.__getitem__ = _view

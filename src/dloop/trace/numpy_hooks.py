@@ -1,6 +1,8 @@
 """STAGE 1 — NumPy's own functions and ufuncs on traced arrays, through __array_ufunc__ and
 __array_function__, so existing NumPy code is traced unchanged."""
 
+import inspect
+
 import numpy as np
 
 from ..errors import DloopNotImplementedError
@@ -22,6 +24,8 @@ _UFUNCS.update({
     # NumPy's rint is a float function (an int32 array gives float64); xp.round keeps ints.
     np.rint: lambda x: xp.round(ops.convert(x, ops._floating(ops.result_dtype(x)))),
 })
+# array_ufunc makes results distinct itself: the namespace's own wrappers would do it twice.
+_UFUNCS = {ufunc: inspect.unwrap(fn) for ufunc, fn in _UFUNCS.items()}
 _REDUCERS = {np.add: xp.sum, np.multiply: xp.prod, np.maximum: xp.max, np.minimum: xp.min}
 
 

@@ -124,13 +124,13 @@ def _real_only(name, dt):
             "xp.abs(z))", user_location())
 
 
-_NOT_FOR_BOOL = {"neg": "-", "sign": "sign", "sub": "-", "floordiv": "//", "mod": "%",
-                 "pow": "**", "shl": "<<", "shr": ">>"}
+_NOT_FOR_BOOL = {"neg": "-", "positive": "+", "sign": "sign", "sub": "-", "floordiv": "//",
+                 "mod": "%", "pow": "**", "square": "square", "shl": "<<", "shr": ">>"}
 
 
 def _no_bool(name, dt):
-    """NumPy refuses - and sign of booleans, and computes //, %, ** and shifts of two in int8,
-    which dloop does not have."""
+    """NumPy refuses -, + and sign of booleans, and computes //, %, **, square and shifts of
+    them in int8, which dloop does not have."""
     if dt == bool and name in _NOT_FOR_BOOL:
         raise DloopTypeError(f"'{_NOT_FOR_BOOL[name]}' of boolean arrays is not supported (NumPy "
                              "refuses it or computes in int8); convert first "
@@ -289,8 +289,7 @@ def divide(a, b):
 
 
 def square(x):
-    if dtype_of(x) == bool:
-        _no_bool("pow", np.dtype(bool))       # NumPy squares booleans in int8
+    _no_bool("square", dtype_of(x))
     return multiply(x, x)
 
 
@@ -472,9 +471,7 @@ def _install_operators():
 
 def positive(a):
     """+a: a copy, as in NumPy (an update of it leaves a alone)."""
-    if result_dtype(a) == bool:
-        raise DloopTypeError("+ (positive) of a boolean array is not defined (as in NumPy); "
-                             "convert it first (x.astype(np.int64))", user_location())
+    _no_bool("positive", a.dtype)
     return Tracer(a.builder, a.node)
 
 

@@ -14,11 +14,6 @@ from ..source import user_location
 from .tracer import Tracer, bind1
 
 
-def _static(key):
-    return builtins.all(isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis)))
-                        and not isinstance(k, builtins.bool) for k in key)
-
-
 def updated(x, key, value):
     """x with x[key] replaced by value (broadcast), as a new traced value."""
     value = ops.convert(ops._check_operand(value), x.dtype)
@@ -30,7 +25,7 @@ def updated(x, key, value):
                 "write x = xp.where(mask, v_full, x) with v_full of x's shape", user_location())
         return ops.where(mask, value, x)
     key = key if isinstance(key, tuple) else (key,)
-    if not _static(key):
+    if not builtins.all(indexing.is_static(k) for k in key):
         return _scattered(x, key, value)
     try:
         hit = np.zeros(x.shape, dtype=bool)
