@@ -310,3 +310,15 @@ def test_a_view_updated_after_its_base_starts_from_the_base_s_values():
     g = dl.grad(lambda x: (f(x).reshape(-1) * W).sum())(X)
     assert_close(g, finite_difference(lambda x: (f(x.copy()).reshape(-1) * W).sum(), X),
                  rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("fn, cls, phrase", [
+    (lambda x: (lambda y: y.__iadd__(x[:3]))(x[:1] * 1.0), dl.DloopValueError, "is not x.s"),
+    (lambda x: x.reshape((2, 3), order="F"), dl.DloopNotImplementedError, "order='C'"),
+    (lambda x: np.where(x > 0, (x > 0).astype(np.int32), 2 ** 40), dl.DloopValueError,
+     "out of range for int32"),
+])
+def test_refused_updates_and_spellings_name_the_line(fn, cls, phrase):
+    line = fn.__code__.co_firstlineno
+    with pytest.raises(cls, match=rf"(?s){phrase}.*test_inplace.py:{line}"):
+        dl.jit(fn)(X)
