@@ -72,6 +72,28 @@ def test_groups_that_pad_little_interleave(case, backend, monkeypatch):
     assert dl.memory_stats()["adstack_bytes_used"] == tape_slots(backend, trips)[0] * 8
 
 
+@pytest.mark.parametrize("n", [9, 4_099])
+def test_groups_in_element_order_and_out_of_it(n, backend):
+    """Rare long elements sorted first leave the rest in element order: groups of
+    consecutive elements read, write and push as vectors, the others gather and scatter.
+    Values stored by element, a 0-d input read by every lane and both gradients against a
+    closed form: v_n = a (0.99^n + s (1 - 0.99^n))."""
+    rng = np.random.default_rng(5)
+    trips = np.full(n, 6)
+    trips[rng.choice(n, max(1, n // 50), replace=False)] = 300
+    a, s = rng.uniform(0.5, 2.0, n), np.float64(0.3)
+
+    def f(a, s):
+        v = dl.fori_loop(0, trips, lambda i, v: v * 0.99 + s * a * 0.01, a)
+        return (v * v).sum(), v
+    (_, v), (ga, gs) = dl.value_and_grad(f, argnums=(0, 1), has_aux=True)(a, s)
+    decay = 0.99 ** trips
+    c = decay + s * (1 - decay)
+    np.testing.assert_allclose(v, a * c, rtol=1e-12)
+    np.testing.assert_allclose(ga, 2 * a * c * c, rtol=1e-12)
+    np.testing.assert_allclose(gs, np.sum(2 * a * a * c * (1 - decay)), rtol=1e-12)
+
+
 def test_lanes_at_different_depths():
     """An inner loop of per-element length refilled per outer step: lanes of a group reach
     their pops and pushes at different depths."""

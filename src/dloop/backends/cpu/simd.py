@@ -121,29 +121,66 @@ class SimdRenderer:
         vt = vec(elem, self.W)
         zero = ir.Constant(vt, None)
         align = I32(np.dtype(dtype).itemsize)
-        if self._contiguous(index_var):
-            ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=elem)
+
+        def at(first):
+            ptr = self.b.gep(self.bufs[buf], [first], source_etype=elem)
             fn = self.function(f"llvm.masked.load.{suffix(vt)}.p0", vt, [PTR, I32, mask.type, vt])
-            v = self.b.call(fn, [ptr, align, mask, zero])
+            return self.b.call(fn, [ptr, align, mask, zero])
+
+        if isinstance(index_var, kir.Const):
+            # Every lane reads one element (a 0-d input): one load, not a gather.
+            one = self.b.load(self.b.gep(self.bufs[buf], [I64(index_var.value)],
+                                         source_etype=elem), typ=elem)
+            v = self._splat(one)
+        elif self._contiguous(index_var):
+            v = at(self.group)
         else:
-            ptrs = self._pointers(buf, self.val(index_var), elem)
-            fn = self.function(f"llvm.masked.gather.{suffix(vt)}.v{self.W}p0", vt,
-                               [ptrs.type, I32, mask.type, vt])
-            v = self.b.call(fn, [ptrs, align, mask, zero])
+            v = self._by_order(index_var, at, lambda: self.gather(
+                self._pointers(buf, self.val(index_var), elem), vt, align, mask))
         return self.b.icmp_unsigned("!=", v, zero) if np.dtype(dtype) == bool else v
 
     def store_vec(self, buf, index_var, value, dtype, mask):
         if np.dtype(dtype) == bool:
             value = self.b.zext(value, vec(I8, self.W))
         align = I32(np.dtype(dtype).itemsize)
-        if self._contiguous(index_var):
-            ptr = self.b.gep(self.bufs[buf], [self.group], source_etype=storage_type(dtype))
+        elem = storage_type(dtype)
+
+        def at(first):
+            ptr = self.b.gep(self.bufs[buf], [first], source_etype=elem)
             fn = self.function(f"llvm.masked.store.{suffix(value.type)}.p0", VOID,
                                [value.type, PTR, I32, mask.type])
             self.b.call(fn, [value, ptr, align, mask])
+
+        if self._contiguous(index_var):
+            at(self.group)
         else:
-            self.scatter(self._pointers(buf, self.val(index_var), storage_type(dtype)), value,
-                         align, mask)
+            self._by_order(index_var, at, lambda: self.scatter(
+                self._pointers(buf, self.val(index_var), elem), value, align, mask))
+
+    def _by_order(self, index_var, at, by_lane):
+        """at(first element) where index_var is the thread's element and the group's
+        elements are consecutive (an order that sorting did not change), else by_lane(); a
+        phi of their values where they give one. A gather or scatter costs about one load
+        or store per lane."""
+        if index_var is not self.kernel.tid or not self.ordered:
+            return by_lane()
+        b = self.b
+        run, lane, end = (self.fn.append_basic_block(n) for n in ("in.order", "by.element",
+                                                                   "in.order.end"))
+        b.cbranch(self.in_order, run, lane)
+        b.position_at_end(run)
+        fast, from_run = at(self.first_element), b.block
+        b.branch(end)
+        b.position_at_end(lane)
+        slow, from_lane = by_lane(), b.block
+        b.branch(end)
+        b.position_at_end(end)
+        if fast is None:
+            return None
+        v = b.phi(fast.type)
+        v.add_incoming(fast, from_run)
+        v.add_incoming(slow, from_lane)
+        return v
 
     def scatter(self, ptrs, value, align, mask):
         fn = self.function(f"llvm.masked.scatter.{suffix(value.type)}.v{self.W}p0", VOID,
@@ -189,6 +226,12 @@ class SimdRenderer:
                                [PTR, I32, self.mask.type, v64])
             ptr = b.gep(self.bufs[order], [group], source_etype=elem)
             tid = b.call(fn, [ptr, I32(8), self.mask, ir.Constant(v64, None)])
+            # Lane 0 always runs (group < end).
+            self.first_element = b.extract_element(tid, I32(0))
+            consecutive = b.icmp_signed("==", tid, b.add(self._splat(self.first_element),
+                                                         ir.Constant(v64, list(range(W)))))
+            agree = b.bitcast(b.or_(consecutive, b.not_(self.mask)), ir.IntType(W))
+            self.in_order = b.icmp_unsigned("==", agree, ir.Constant(agree.type, (1 << W) - 1))
         self.env[k.tid] = tid
         self._thread_start()
         self.block(k.body)
