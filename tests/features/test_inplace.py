@@ -312,9 +312,54 @@ def test_a_view_updated_after_its_base_starts_from_the_base_s_values():
                  rtol=1e-7, atol=1e-9)
 
 
+def test_a_view_read_after_its_base_changed_sees_the_change():
+    """NumPy's views share memory: a row, a reshape and a transpose taken before updates of
+    their base read the updated values (they read the values of when they were taken), and
+    so do copies made of them afterwards."""
+    def f(x):
+        y = x.reshape(2, 3) * 1.0
+        row, flat, t = y[0], y.reshape(-1), y.T
+        inner = row[1:]
+        y[0, 1] = 5.0 * x[4]
+        y += x[:3]
+        copied = inner.copy()
+        y[0, 2] = -2.0
+        return row * 2.0, flat + 0.0, t[1], inner.sum(), copied
+    for got, want in zip(dl.jit(f)(X), f(X.copy())):
+        np.testing.assert_array_equal(got, want)
+
+    def loss(x):
+        a, b, c, d, e = f(x)
+        return (a * W[:3]).sum() + (b * W).sum() + (c * W[3:5]).sum() + d + (e * W[:2]).sum()
+    assert_close(dl.grad(loss)(X), finite_difference(lambda x: loss(x.copy()), X), rtol=1e-7,
+                 atol=1e-9)
+
+
+def test_a_reshape_is_a_view_exactly_where_numpy_s_is():
+    """A reshape of a transposed or strided view is a copy in NumPy: updates of it and of
+    its base do not reach each other. A reshape of a contiguous slice is a view."""
+    def f(x):
+        y = x.reshape(2, 3) * 1.0
+        by_column, every_other = y.T.reshape(-1), y[:, ::2].reshape(-1)
+        tail, last_row = y[:, 1:].reshape(-1), y[1:].reshape(-1)
+        y += 1.0
+        by_column[0] = 100.0
+        last_row[0] = -5.0 * x[2]
+        every_other *= 3.0
+        return y, by_column, every_other, tail, last_row, np.ravel(y.T)
+    for got, want in zip(dl.jit(f)(X), f(X.copy())):
+        np.testing.assert_array_equal(got, want)
+
+    def loss(x):
+        return sum((np.reshape(r, -1) * W[:r.size]).sum() for r in f(x))
+    assert_close(dl.grad(loss)(X), finite_difference(lambda x: loss(x.copy()), X), rtol=1e-7,
+                 atol=1e-9)
+
+
 @pytest.mark.parametrize("fn, cls, phrase", [
     (lambda x: (lambda y: y.__iadd__(x[:3]))(x[:1] * 1.0), dl.DloopValueError, "is not x.s"),
     (lambda x: x.reshape((2, 3), order="F"), dl.DloopNotImplementedError, "order='C'"),
+    (lambda x: x.reshape(2, 3).T.reshape(-1, copy=False), dl.DloopValueError, "needs a copy"),
     (lambda x: np.where(x > 0, (x > 0).astype(np.int32), 2 ** 40), dl.DloopValueError,
      "out of range for int32"),
 ])

@@ -91,7 +91,7 @@ def asarray(x, dtype=None, copy=None, device=None):
         x = arrays.stack([asarray(v) for v in x])
     if isinstance(x, Tracer):
         # A new object for the same value: an in-place update of the copy must not rebind x.
-        x = Tracer(x.builder, x.node) if copy else x
+        x = x.copied() if copy else x
     else:
         if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
             x = captured(x, user_location())     # a CUDA table stays on the device

@@ -11,7 +11,7 @@ from ..errors import DloopIndexError, DloopTypeError
 from . import ops
 from ..source import user_location
 from .ops import P, bind1, is_traced
-from .tracer import Tracer, View, current_builder
+from .tracer import Tracer, View, current_builder, layout_of
 
 
 class _Axis:
@@ -228,8 +228,11 @@ def _view(x, key):
     element = len(parts) == x.ndim and not builtins.any(
         isinstance(k, (slice, type(None), type(Ellipsis))) for k in parts)
     if type(out) is Tracer and out is not x and basic and not element:
+        # A traced integer picks one position: any in range gives the same strides.
+        fixed = tuple(0 if isinstance(k, Tracer) else k for k in parts)
         out.view_of = View(x, lambda base: getitem(base, key),
-                           lambda base, view: base.__setitem__(key, view))
+                           lambda base, view: base.__setitem__(key, view),
+                           layout_of(x)[fixed])
     return out
 
 

@@ -200,7 +200,7 @@ ops.install_methods({
     "mean": _reduction(ops.mean, "mean", True), "max": _reduction(ops.max, "max", False),
     "min": _reduction(ops.min, "min", False), "var": spread("var"), "std": spread("std"),
     "clip": lambda self, min=None, max=None: ops.clip(self, min, max),
-    "copy": lambda self, order="C": type(self)(self.builder, self.node),
+    "copy": lambda self, order="C": self.copied(),
     "ravel": ravel, "flatten": lambda self, order="C": ops.reshape(self, (-1,), copy=True),
     "any": lambda self, axis=None, keepdims=False: utilities.any(self, axis=axis,
                                                                  keepdims=keepdims),

@@ -11,7 +11,8 @@ from ..libraries import DTYPES
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..source import user_location
-from .tracer import Tracer, View, bind1, captured, current_builder, refuse_subclass
+from .tracer import (Tracer, View, bind1, captured, current_builder, layout_of,
+                     refuse_subclass)
 
 P = prims.REGISTRY
 FLOAT64 = np.dtype(np.float64)
@@ -309,7 +310,7 @@ def astype(x, dtype, copy=True):
     out = convert(x, dtype)
     if copy and out is x:
         # A copy is a new object, so that an in-place update of it leaves x alone.
-        return Tracer(out.builder, out.node) if isinstance(out, Tracer) else np.array(out)
+        return out.copied() if isinstance(out, Tracer) else np.array(out)
     return out
 
 
@@ -399,12 +400,22 @@ def reshape(x, shape, copy=None):
     if not isinstance(x, Tracer):
         return np.reshape(x, shape, copy=copy)
     if copy:
-        return Tracer(x.builder, x.node) if x.shape == shape else \
+        return x.copied() if x.shape == shape else \
             bind1(P["reshape"], [x], {"shape": shape})
     if x.shape == shape:
         return x
+    try:
+        layout = layout_of(x).reshape(shape, copy=False)
+    except ValueError:
+        # A transposed or strided view whose elements no strides can step through in the new
+        # shape: NumPy copies (and copy=False is its error).
+        if copy is False:
+            raise DloopValueError(f"reshape(copy=False) of this {np.shape(x)} array to {shape} "
+                                  "needs a copy (NumPy's error too): it is a transposed or "
+                                  "strided view; leave copy at None", user_location()) from None
+        return bind1(P["reshape"], [x], {"shape": shape})
     return _viewed(x, lambda base: bind1(P["reshape"], [base], {"shape": shape}),
-                   lambda base, v: base.__setitem__(Ellipsis, reshape(v, base.shape)))
+                   lambda base, v: base.__setitem__(Ellipsis, reshape(v, base.shape)), layout)
 
 
 def permute_dims(x, axes):
@@ -419,7 +430,8 @@ def permute_dims(x, axes):
         return x
     inverse = tuple(int(k) for k in np.argsort(axes))
     return _viewed(x, lambda base: bind1(P["transpose"], [base], {"axes": axes}),  # as NumPy
-                   lambda base, v: base.__setitem__(Ellipsis, permute_dims(v, inverse)))
+                   lambda base, v: base.__setitem__(Ellipsis, permute_dims(v, inverse)),
+                   layout_of(x).transpose(axes))
 
 
 def transpose(x):
@@ -472,7 +484,7 @@ def _install_operators():
 def positive(a):
     """+a: a copy, as in NumPy (an update of it leaves a alone)."""
     _no_bool("positive", a.dtype)
-    return Tracer(a.builder, a.node)
+    return a.copied()
 
 
 def _in_place(symbol, fn):
@@ -502,10 +514,10 @@ def distinct(out, inputs):
     if type(out) is not Tracer:
         return out
     if out.view_of is not None:                  # nor a view its implementation made
-        return Tracer(out.builder, out.node)
+        return out.copied()
     for a in inputs:
         if a is out:
-            return Tracer(out.builder, out.node)
+            return out.copied()
     return out
 
 
@@ -513,10 +525,11 @@ def _new_array(fn):
     return lambda *args: distinct(fn(*args), args)
 
 
-def _viewed(base, derive, write_back):
-    """derive(base), a view of base: an update of it writes base back."""
+def _viewed(base, derive, write_back, layout):
+    """derive(base), a view of base with strides `layout` (layout_of): an update of it
+    writes base back."""
     view = derive(base)
-    view.view_of = View(base, derive, write_back)
+    view.view_of = View(base, derive, write_back, layout)
     return view
 
 

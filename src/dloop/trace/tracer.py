@@ -73,6 +73,8 @@ class Builder:
     def lift(self, x):
         """The Var or Lit that stands for x (a tracer, array or scalar) inside this builder."""
         if isinstance(x, Tracer):
+            if x.view_of is not None:
+                x.refresh()
             return self._lift_var(x.node, x.builder)
         if isinstance(x, np.generic):        # before Python's types: np.float64 is a float
             return Lit(x, x.dtype)
@@ -245,12 +247,37 @@ def refuse_subclass(x, what):
 class View:
     """How a tracer views its base (basic indexing, reshape, .T): derive(base) makes it from
     the base, write_back(base, view) writes it into the base; version: the base's version it
-    was last made from or written to."""
-    __slots__ = ("base", "derive", "write_back", "version")
+    was last made from or written to; layout: an ndarray standing for the view's strides in
+    its base's memory (layout_of), which decides whether a reshape of it is a view."""
+    __slots__ = ("base", "derive", "write_back", "version", "layout")
 
-    def __init__(self, base, derive, write_back):
+    def __init__(self, base, derive, write_back, layout):
         self.base, self.derive, self.write_back = base, derive, write_back
         self.version = base.version
+        self.layout = layout
+
+
+# One byte that the layouts below stand on: as_strided gives them any shape and strides, and
+# only NumPy's view arithmetic (indexing, transposes, reshape without a copy) ever touches
+# them, so no element of them is read.
+_LAYOUT_BYTE = np.zeros(1, np.uint8)
+
+
+def layout_of(x):
+    """An ndarray with x's shape and its strides in the memory of the array it views, in
+    NumPy's terms (a new array is C-contiguous): indexing it, transposing it or reshaping it
+    with copy=False tells whether NumPy's result is a view, and with which strides. Its
+    elements must never be read."""
+    view = getattr(x, "view_of", None)
+    if view is not None:
+        return view.layout
+    shape = tuple(x.shape)
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return np.lib.stride_tricks.as_strided(_LAYOUT_BYTE, shape, tuple(reversed(strides)),
+                                           writeable=False)
 
 
 class Tracer:
@@ -282,6 +309,7 @@ class Tracer:
     def constant_value(self):
         """The NumPy value of a tracer that stands for a constant (xp.zeros(3), a literal),
         None for one computed from the function's arguments."""
+        self.refresh()
         if isinstance(self.node, Lit):
             return np.asarray(self.node.value, self.node.aval.dtype)
         if self.builder.parent is None:          # the usual case, a value of the top level
@@ -357,10 +385,10 @@ class Tracer:
             view.version = view.base.version
 
     def refresh(self):
-        """Before an update: a view whose base changed since it was made is made again from
-        the base, so that the update starts from the base's values and writes back none of
-        the old ones. (Reading a view taken before its base changed still gives the old
-        values: dloop's arrays are values, not memory.)"""
+        """Before a read or an update: a view whose base changed since it was made is made
+        again from the base, so that it reads the base's values, as NumPy's view of the same
+        memory does, and an update of it writes back none of the old ones. Lazily, at the
+        view's next use: an update of a base costs nothing per view."""
         view = self.view_of
         if view is None:
             return
@@ -370,6 +398,12 @@ class Tracer:
             self.builder, self.node = new.builder, new.node
             self.version += 1
             view.version = view.base.version
+
+    def copied(self):
+        """A new array holding this one's values (NumPy's copy): updating either leaves the
+        other alone."""
+        self.refresh()
+        return Tracer(self.builder, self.node)
 
     device = property(lambda self: "cpu")
 
