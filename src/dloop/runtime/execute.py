@@ -189,13 +189,16 @@ class Execution:
             self._prefetch(kernel, plan, env)
             with parallel.remembering():
                 work = self._sized_work(work)
-                kept = sizing_memo.inputs(plan, env, work, self._sizing_array)
+                longest = self._guess(plan, n)
+                kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest)
                 hit = kept is not None and sizing_memo.lookup(plan, n, kept, self._sizing_xp())
                 if hit:
                     caps, order, loop_layouts = hit
+                    if longest is not None:
+                        self._guessed(plan)
                 try:
                     if not hit:
-                        caps = self._capacities(plan, env, n)
+                        caps = self._capacities(plan, env, n, longest)
                         order = self._order(plan.main, work + list(caps.values()))
                         loop_layouts = self._layouts(plan, caps, order)  # refuses what cannot fit
                         if kept is not None:
@@ -311,7 +314,22 @@ class Execution:
             return None
         return work_order(total, be)
 
-    def _capacities(self, plan, env, n):
+    def _guess(self, plan, n):
+        """{loop_id: trips} that the plan's counted loops are sized by without counting
+        (guess.py), or None where they must be counted (or there are none)."""
+        if config.adstack_capacity is not None or not self.guessing or not (
+                plan.guessable and self.backend.synchronous):
+            return None
+        if all(expr is not None for nest in plan.nests for expr in nest.exprs.values()):
+            return None
+        return guess.guess(plan, n, plan.counting.kernel.counters)
+
+    def _guessed(self, plan):
+        self.guessed = plan
+        self.guesses.append(plan)
+
+    def _capacities(self, plan, env, n, longest=None):
+        """Per loop, each element's capacity; longest: the guess for counted loops."""
         caps, to_count = {}, False
         xp = self._sizing_xp()
         self.sync()
@@ -325,19 +343,15 @@ class Execution:
                     known = {v: self._sizing_array(env[v]) for v in expr.vars()}
                     caps[loop_id] = capacity.evaluate(expr, known, plan.step.shape, xp)
         if to_count:
-            can_guess = plan.guessable and self.backend.synchronous
-            longest = guess.guess(plan, n, plan.counting.kernel.counters) \
-                if can_guess and self.guessing else None
             if longest is None:
                 counted = self._count(plan, env, n)
-                if can_guess:
+                if plan.guessable and self.backend.synchronous:
                     guess.remember(plan, n, counted)
                 caps.update(counted)
             else:
                 caps.update({loop: xp.full(n, most, dtype=np.int64)
                              for loop, most in longest.items()})
-                self.guessed = plan
-                self.guesses.append(plan)
+                self._guessed(plan)
         return caps
 
     def _sized_work(self, work):

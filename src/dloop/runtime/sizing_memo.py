@@ -10,9 +10,12 @@ gradient at 10^6 elements spent 0.73 of its 2.1 ms on the H100 in capacities, or
 layout (small kernels and a read-back each), against one comparison here.
 
 Loops sized by counting (no capacity expression) are not kept: their counts are this
-call's. Nor are launches whose kept arrays would pass MAX_BYTES of memory held between
+call's. Loops sized by a guess from the last count (guess.py) are, under that guess. Nor are
+launches whose kept arrays would pass MAX_BYTES of memory held between
 calls."""
 
+
+import numpy as np
 
 from ..config import config
 
@@ -27,15 +30,20 @@ class _Memo:
         self.layouts = layouts
 
 
-def inputs(plan, env, work, sizing_array):
-    """The arrays a launch's sizing reads, or None where it cannot be kept (a counted loop)."""
+def inputs(plan, env, work, sizing_array, longest=None):
+    """The arrays a launch's sizing reads, or None where it cannot be kept (a counted loop).
+    longest: {loop_id: trips} where counted loops are sized by a guess (guess.py), whose
+    capacities are then those trips, the same for every element."""
     if config.adstack_capacity is not None:
         return list(work)
     values = []
     for nest in plan.nests:
-        for expr in nest.exprs.values():
+        for loop_id, expr in nest.exprs.items():
             if expr is None:
-                return None
+                if longest is None:
+                    return None
+                values.append(np.array([longest[loop_id]], dtype=np.int64))
+                continue
             values.extend(sizing_array(env[v]) for v in sorted(expr.vars(), key=lambda v: v.id))
     return values + list(work)
 
