@@ -112,7 +112,7 @@ def main():
     head = (f"GPU: {gpu.describe(device)}\n" if cuda else "") + \
         (f"machine: {machine()}; dloop backend {backend}; {fallback}"
          f"{'--quick; ' if args.quick else ''}{'--dry-run; ' if args.dry_run else ''}"
-         f"median of {repeats} runs")
+         f"median of at least {repeats} runs and {harness.MIN_TIMED_S} s of them")
     missing = gpu.missing_gpu_names() if args.dry_run else []
     if args.dry_run:
         head += "\nnames only the GPU run uses: " + \
