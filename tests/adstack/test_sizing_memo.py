@@ -80,3 +80,22 @@ def test_counted_loops_are_kept_only_under_a_guess(backend, lookups):
         assert lookups == [False, True, True]
     else:
         assert lookups == []
+
+
+def test_kept_sizings_share_one_memory_budget(backend, lookups, monkeypatch):
+    """Each program keeps its plans' sizings, and a cache of many programs could hold
+    MAX_BYTES each: the budget is for all of them, the least recently used given up first."""
+    n = np.arange(1000) % 13
+    x = np.linspace(0.5, 1.5, 1000)
+    once = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.9, x).sum())
+    twice = dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.9 * 0.9, x).sum())
+    sizing_memo._held.clear()
+    once(x)
+    one = sizing_memo.held_bytes()
+    assert one > 0
+    monkeypatch.setattr(sizing_memo, "MAX_BYTES", one)
+    for g, a in [(once, 0.9), (twice, 0.81), (once, 0.9), (once, 0.9)]:
+        np.testing.assert_allclose(g(x), a ** n, rtol=1e-13)
+        assert sizing_memo.held_bytes() <= one
+    # once: sized, kept, reused; twice: sized, once's given up; once: sized again, reused.
+    assert lookups == [False, True, False, False, True]

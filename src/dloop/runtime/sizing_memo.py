@@ -9,17 +9,29 @@ usual loop) pays for the sizing once. On a GPU it is most of the fixed per-call 
 gradient at 10^6 elements spent 0.73 of its 2.1 ms on the H100 in capacities, order and
 layout (small kernels and a read-back each), against one comparison here.
 
+MAX_BYTES bounds the memory held by all plans' kept sizings together (on the device where
+sizing runs there), the least recently used given up first: each compiled program keeps its plans, and
+a program cache of hundreds of programs could otherwise hold that much per program.
+
 Loops sized by counting (no capacity expression) are not kept: their counts are this
 call's. Loops sized by a guess from the last count (guess.py) are, under that guess. Nor are
 launches whose kept arrays would pass MAX_BYTES of memory held between
 calls."""
 
 
+import threading
+import weakref
+from collections import OrderedDict
+
 import numpy as np
 
 from ..config import config
 
 MAX_BYTES = 128 << 20
+
+_lock = threading.Lock()
+# id(plan) -> (weakref to the plan, bytes its memo holds), least recently used first
+_held = OrderedDict()
 
 
 class _Memo:
@@ -63,6 +75,9 @@ def lookup(plan, n, values, xp):
     same = [xp.array_equal(old, new) for old, new in zip(memo.inputs, values)]
     if not all(bool(s) for s in same):      # one read back per array on a GPU
         return None
+    with _lock:
+        if id(plan) in _held:               # the last given up is the least recently used
+            _held.move_to_end(id(plan))
     return memo.caps, memo.order, memo.layouts
 
 
@@ -73,6 +88,33 @@ def store(plan, n, values, caps, order, layouts, xp):
         if hasattr(a, "nbytes"))
     if held > MAX_BYTES:
         plan.sizing_memo = None
+        with _lock:
+            _held.pop(id(plan), None)
         return
     plan.sizing_memo = _Memo(_key(n), [xp.array(v, copy=True) for v in values], caps, order,
                              layouts)
+    with _lock:
+        _held.pop(id(plan), None)
+        _held[id(plan)] = (weakref.ref(plan, _forget(id(plan))), held)
+        total = sum(size for _, size in _held.values())
+        while total > MAX_BYTES:
+            _, (ref, size) = _held.popitem(last=False)
+            total -= size
+            older = ref()
+            if older is not None:
+                older.sizing_memo = None
+
+
+def _forget(key):
+    """A weakref callback: a plan freed (its program left the cache) holds nothing."""
+    def forget(ref):
+        with _lock:
+            if key in _held and _held[key][0] is ref:
+                del _held[key]
+    return forget
+
+
+def held_bytes():
+    """The bytes all kept sizings hold now."""
+    with _lock:
+        return sum(size for _, size in _held.values())
