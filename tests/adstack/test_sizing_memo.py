@@ -99,3 +99,33 @@ def test_kept_sizings_share_one_memory_budget(backend, lookups, monkeypatch):
         assert sizing_memo.held_bytes() <= one
     # once: sized, kept, reused; twice: sized, once's given up; once: sized again, reused.
     assert lookups == [False, True, False, False, True]
+
+
+def test_a_kept_sizing_does_not_share_the_caller_s_trip_counts(backend, lookups):
+    """The kept capacities were the caller's own trip-count array (a bound used as it is):
+    refilled in place, then a copy of its old values passed, the lookup matched and handed
+    back the refilled values as capacities, a spurious overflow."""
+    x = np.linspace(0.5, 1.5, 3000)
+    g = dl.grad(lambda x, n: dl.fori_loop(0, n, lambda i, v: v * 0.9, x).sum())
+    buffer = (np.arange(3000) % 37).astype(np.int64)
+    np.testing.assert_allclose(g(x, buffer), 0.9 ** buffer, rtol=1e-13)
+    batch = buffer.copy()
+    buffer[:] = 1
+    np.testing.assert_allclose(g(x, batch), 0.9 ** batch, rtol=1e-13)
+    assert lookups == [False, True]
+
+
+def test_a_freed_program_s_kept_sizing_leaves_the_budget(backend):
+    """A program that leaves the program cache frees its plans: their bytes leave the
+    budget (noted by a weakref callback, counted at the next use of the budget)."""
+    import gc
+
+    from dloop import api
+    n = np.arange(2000) % 17
+    sizing_memo._held.clear()
+    np.testing.assert_allclose(_grad(n, 0.6)(np.ones(2000)), 0.6 ** n, rtol=1e-13)
+    assert sizing_memo.held_bytes() > 0
+    with api._PROGRAMS_LOCK:
+        api._PROGRAMS.clear()
+    gc.collect()
+    assert sizing_memo.held_bytes() == 0

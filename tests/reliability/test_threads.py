@@ -144,3 +144,72 @@ def test_threads_setting_up_the_cpu_compiler_together(monkeypatch):
     for t in threads:
         t.join()
     assert not errors and len(found) == 2 and found[0] == found[1]
+
+
+def test_a_setting_changed_by_another_thread_during_a_sizing_is_not_kept(monkeypatch):
+    """Another thread's config.override(adstack_capacity=5) began and ended while this
+    thread's launch was being sized: the sizing read the setting several times, kept
+    capacities of 5 under the key of exact sizing, and every later call with those trip
+    counts overflowed. Events around the sizing make the window certain."""
+    import numpy as np
+
+    from dloop.runtime import execute
+    n = (np.arange(4000) % 40).astype(np.int64)
+    x = np.linspace(0.5, 1.5, 4000)
+    g = dl.grad(lambda x, n: dl.fori_loop(0, n, lambda i, v: v * 0.9, x).sum())
+    with dl.config.override(backend="cpu"):
+        g(x, n.copy())
+        sizing, sized, entered, left = (threading.Event() for _ in range(4))
+        real = execute.Execution._capacities
+
+        def capacities(self, *args, **kwargs):
+            sizing.set()
+            entered.wait(10)
+            out = real(self, *args, **kwargs)
+            sized.set()
+            left.wait(10)
+            return out
+        monkeypatch.setattr(execute.Execution, "_capacities", capacities)
+
+        def other():
+            sizing.wait(10)
+            with dl.config.override(adstack_capacity=5):
+                entered.set()
+                sized.wait(10)
+            left.set()
+        thread = threading.Thread(target=other)
+        thread.start()
+        try:
+            g(x, (n + 1) % 40)
+        except dl.AdstackOverflowError:
+            pass                 # this call may have run under the other thread's setting
+        thread.join()
+        monkeypatch.setattr(execute.Execution, "_capacities", real)
+        np.testing.assert_allclose(g(x, (n + 1) % 40), 0.9 ** ((n + 1) % 40), rtol=1e-13)
+
+
+def test_threads_that_outlive_the_main_script_still_launch():
+    """Worker threads still running when the main script ends (Python then waits for them)
+    found concurrent.futures' pools shut down by its exit hook: every cpu launch raised
+    RuntimeError('cannot schedule new futures after interpreter shutdown')."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import threading, time
+        import numpy as np, dloop as dl
+        dl.config.update("backend", "cpu")
+        x = np.linspace(0.5, 1.5, 5000)
+        n = (np.arange(5000) % 30).astype(np.int64)
+        g = dl.grad(lambda x, n: dl.fori_loop(0, n, lambda i, v: v * 0.9, x).sum())
+        g(x, n)
+        def worker():
+            time.sleep(0.5)
+            w = dl.grad(lambda x: dl.while_loop(lambda v: v < 10.0, lambda v: v * 1.5,
+                                                x * 1.0).sum())
+            print("grad", np.allclose(g(x, n), 0.9 ** n), "while", w(x).shape, flush=True)
+        threading.Thread(target=worker).start()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "grad True while (5000,)" in proc.stdout, proc.stderr

@@ -59,7 +59,12 @@ def run(fn, chunks):
             pool = ThreadPoolExecutor(max_workers=len(chunks) - 1,
                                       thread_name_prefix="dloop-host")
             _pool[:] = [pool, len(chunks) - 1]
-        futures = [pool.submit(fn, c, lo, hi) for c, (lo, hi) in enumerate(chunks) if c]
+        try:
+            futures = [pool.submit(fn, c, lo, hi) for c, (lo, hi) in enumerate(chunks) if c]
+        except RuntimeError:
+            # The interpreter is exiting (see backends/cpu/launch.py): no pool takes work.
+            _pool[:] = [None, 0]
+            return [fn(c, lo, hi) for c, (lo, hi) in enumerate(chunks)]
     first = fn(0, *chunks[0])
     return [first] + [f.result() for f in futures]
 

@@ -187,22 +187,28 @@ class Execution:
         self.guessed = None
         if n and plan.nests:
             self._prefetch(kernel, plan, env)
+            # The settings this sizing depends on, read once: another thread may change
+            # them meanwhile, and what is kept must be what was computed under its key.
+            key = sizing_memo.key(n)
+            capacity = key[1]
             with parallel.remembering():
                 work = self._sized_work(work)
-                longest = self._guess(plan, n)
-                kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest)
-                hit = kept is not None and sizing_memo.lookup(plan, n, kept, self._sizing_xp())
+                longest = self._guess(plan, n, capacity)
+                kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest,
+                                          capacity)
+                hit = kept is not None and sizing_memo.lookup(plan, key, kept,
+                                                              self._sizing_xp())
                 if hit:
                     caps, order, loop_layouts = hit
                     if longest is not None:
                         self._guessed(plan)
                 try:
                     if not hit:
-                        caps = self._capacities(plan, env, n, longest)
+                        caps = self._capacities(plan, env, n, longest, capacity)
                         order = self._order(plan.main, work + list(caps.values()))
                         loop_layouts = self._layouts(plan, caps, order)  # refuses what cannot fit
                         if kept is not None:
-                            sizing_memo.store(plan, n, kept, caps, order, loop_layouts,
+                            sizing_memo.store(plan, key, kept, caps, order, loop_layouts,
                                               self._sizing_xp())
                     layouts.update(self._allocate(plan, loop_layouts))
                 except DloopMemoryError:
@@ -212,7 +218,7 @@ class Execution:
                     if blamed is None:
                         raise
                     raise guess.GuessMissed(blamed) from None
-            self._check_trips(plan, caps)
+            self._check_trips(plan, caps, capacity)
         elif n and work:
             handle = env[plan.external_tokens[0]]
             same = len(orders) == 1 and handle.decided
@@ -273,9 +279,9 @@ class Execution:
         else:
             self.pending.append((compiled.kernel, flags, layouts))
 
-    def _check_trips(self, plan, caps):
+    def _check_trips(self, plan, caps, capacity):
         limit = self.backend.caps.max_loop_trips
-        if limit is None or config.adstack_capacity is not None:
+        if limit is None or capacity is not None:
             # With a fixed capacity the caps are not trip counts (a loop of 10 trips was
             # refused as running 100,000): the kernel's own pass counter (loop_budget.py)
             # faults where the driver cut a loop.
@@ -314,10 +320,10 @@ class Execution:
             return None
         return work_order(total, be)
 
-    def _guess(self, plan, n):
+    def _guess(self, plan, n, capacity):
         """{loop_id: trips} that the plan's counted loops are sized by without counting
         (guess.py), or None where they must be counted (or there are none)."""
-        if config.adstack_capacity is not None or not self.guessing or not (
+        if capacity is not None or not self.guessing or not (
                 plan.guessable and self.backend.synchronous):
             return None
         if all(expr is not None for nest in plan.nests for expr in nest.exprs.values()):
@@ -328,15 +334,16 @@ class Execution:
         self.guessed = plan
         self.guesses.append(plan)
 
-    def _capacities(self, plan, env, n, longest=None):
-        """Per loop, each element's capacity; longest: the guess for counted loops."""
+    def _capacities(self, plan, env, n, longest=None, fixed=None):
+        """Per loop, each element's capacity; longest: the guess for counted loops;
+        fixed: the launch's reading of config.adstack_capacity."""
         caps, to_count = {}, False
         xp = self._sizing_xp()
         self.sync()
         for nest in plan.nests:
             for loop_id, expr in nest.exprs.items():
-                if config.adstack_capacity is not None:
-                    caps[loop_id] = xp.full(n, config.adstack_capacity, dtype=np.int64)
+                if fixed is not None:
+                    caps[loop_id] = xp.full(n, fixed, dtype=np.int64)
                 elif expr is None:
                     to_count = True
                 else:

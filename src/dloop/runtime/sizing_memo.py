@@ -19,12 +19,14 @@ launches whose kept arrays would pass MAX_BYTES of memory held between
 calls."""
 
 
+import os
 import threading
 import weakref
 from collections import OrderedDict
 
 import numpy as np
 
+from ..adstack.layout import LoopLayout
 from ..config import config
 
 MAX_BYTES = 128 << 20
@@ -32,6 +34,7 @@ MAX_BYTES = 128 << 20
 _lock = threading.Lock()
 # id(plan) -> (weakref to the plan, bytes its memo holds), least recently used first
 _held = OrderedDict()
+_freed = []           # (id, weakref) of plans freed since (list.append is atomic)
 
 
 class _Memo:
@@ -42,11 +45,19 @@ class _Memo:
         self.layouts = layouts
 
 
-def inputs(plan, env, work, sizing_array, longest=None):
+def key(n):
+    """The settings a launch's sizing depends on, read once for the whole sizing: another
+    thread may change them meanwhile (config.override), and a sizing made under one
+    capacity must not be kept under another."""
+    return (n, config.adstack_capacity, config.max_adstack_bytes)
+
+
+def inputs(plan, env, work, sizing_array, longest=None, capacity=None):
     """The arrays a launch's sizing reads, or None where it cannot be kept (a counted loop).
     longest: {loop_id: trips} where counted loops are sized by a guess (guess.py), whose
-    capacities are then those trips, the same for every element."""
-    if config.adstack_capacity is not None:
+    capacities are then those trips, the same for every element. capacity: the launch's
+    reading of config.adstack_capacity (key()[1])."""
+    if capacity is not None:
         return list(work)
     values = []
     for nest in plan.nests:
@@ -60,14 +71,10 @@ def inputs(plan, env, work, sizing_array, longest=None):
     return values + list(work)
 
 
-def _key(n):
-    return (n, config.adstack_capacity, config.max_adstack_bytes)
-
-
-def lookup(plan, n, values, xp):
+def lookup(plan, key, values, xp):
     """(caps, order, layouts) of the last call where `values` equal its inputs, else None."""
     memo = plan.sizing_memo
-    if memo is None or memo.key != _key(n) or len(memo.inputs) != len(values):
+    if memo is None or memo.key != key or len(memo.inputs) != len(values):
         return None
     for old, new in zip(memo.inputs, values):
         if old.shape != new.shape or old.dtype != new.dtype:
@@ -81,7 +88,7 @@ def lookup(plan, n, values, xp):
     return memo.caps, memo.order, memo.layouts
 
 
-def store(plan, n, values, caps, order, layouts, xp):
+def store(plan, key, values, caps, order, layouts, xp):
     held = sum(int(v.nbytes) for v in values) + sum(
         int(a.nbytes) for a in [*caps.values(), order] if hasattr(a, "nbytes")) + sum(
         int(a.nbytes) for lay in layouts.values() for a in (lay.cap, lay.start)
@@ -91,9 +98,16 @@ def store(plan, n, values, caps, order, layouts, xp):
         with _lock:
             _held.pop(id(plan), None)
         return
-    plan.sizing_memo = _Memo(_key(n), [xp.array(v, copy=True) for v in values], caps, order,
-                             layouts)
+    # The capacities may be the caller's own trip-count array (capacity._bounds_as_is),
+    # which the caller may change in place after this call: keep the memo's copy instead.
+    copies = [xp.array(v, copy=True) for v in values]
+    own = {id(v): c for v, c in zip(values, copies)}
+    caps = {k: own.get(id(c), c) for k, c in caps.items()}
+    layouts = {k: LoopLayout(own.get(id(lay.cap), lay.cap), lay.start, lay.regions)
+               for k, lay in layouts.items()}
+    plan.sizing_memo = _Memo(key, copies, caps, order, layouts)
     with _lock:
+        _drop_freed()
         _held.pop(id(plan), None)
         _held[id(plan)] = (weakref.ref(plan, _forget(id(plan))), held)
         total = sum(size for _, size in _held.values())
@@ -106,15 +120,33 @@ def store(plan, n, values, caps, order, layouts, xp):
 
 
 def _forget(key):
-    """A weakref callback: a plan freed (its program left the cache) holds nothing."""
+    """A weakref callback: a plan freed (its program left the cache) holds nothing. It only
+    notes the plan: garbage collection may run it anywhere, inside this module's locked
+    code too, where taking the lock again would deadlock."""
     def forget(ref):
-        with _lock:
-            if key in _held and _held[key][0] is ref:
-                del _held[key]
+        _freed.append((key, ref))
     return forget
+
+
+def _drop_freed():
+    """Under _lock: forget the plans freed since."""
+    while _freed:
+        key, ref = _freed.pop()
+        if key in _held and _held[key][0] is ref:
+            del _held[key]
+
+
+def _after_fork():
+    """A lock another thread held at the fork stays held in the child forever."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def held_bytes():
     """The bytes all kept sizings hold now."""
     with _lock:
+        _drop_freed()
         return sum(size for _, size in _held.values())

@@ -174,7 +174,14 @@ class CpuBackend(HostMemory, Backend):
                 chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
                 job = _Job(compiled, n_threads, -(-chunk // lanes) * lanes, addresses)
                 for _ in range(min(workers, -(-n_threads // job.chunk)) - 1):
-                    futures.append(pool.submit(job.work))
+                    try:
+                        futures.append(pool.submit(job.work))
+                    except RuntimeError:
+                        # The interpreter is exiting (concurrent.futures' exit hook runs
+                        # before non-daemon threads are joined, and shuts pools down): the
+                        # calling thread runs the chunks that no worker took.
+                        self._pool = None
+                        break
             job.chunks()        # the calling thread takes chunks too
             for f in futures:
                 f.result()      # interruptible: Ctrl-C arrives here or between chunks
