@@ -356,6 +356,46 @@ def test_a_reshape_is_a_view_exactly_where_numpy_s_is():
                  atol=1e-9)
 
 
+def test_flip_ravel_and_sort_in_place_as_numpy():
+    """np.flip and xp.flip are views (an update of one writes the base); ravel is a view
+    only of a C-contiguous array (a[:, :1] could be reshaped as a view, but ravel copies);
+    x.sort() updates x in place, so its views read the sorted values."""
+    def f(x, namespace):
+        a = x.reshape(2, 3) * 1.0
+        flip = namespace(a).flip if namespace(a) is not np else np.flip
+        r = flip(a)
+        r[0, 0] = -7.0 * x[1]
+        column = np.ravel(a[:, :1])
+        column[0] = 99.0
+        row, b = a[0], a[:, ::-1] * 1.0
+        b.sort()
+        a.sort()
+        b[1].sort()
+        return a, row, b, column
+    for namespace in (lambda a: np, lambda a: getattr(a, "__array_namespace__", lambda: np)()):
+        for got, want in zip(dl.jit(lambda x: f(x, namespace))(X), f(X.copy(), namespace)):
+            np.testing.assert_array_equal(got, want)
+
+    def loss(x):
+        return sum((np.reshape(r, -1) * W[:r.size]).sum() for r in f(x, lambda a: np))
+    assert_close(dl.grad(loss)(X), finite_difference(lambda x: loss(x.copy()), X), rtol=1e-7,
+                 atol=1e-9)
+
+
+def test_a_long_chain_of_views_reads_its_base():
+    """v = v[1:] 1,200 times, then the base updated: making the last view again
+    recursed once per link, past Python's recursion limit."""
+    def f(x):
+        y = x * 1.0
+        v = y
+        for _ in range(1200):
+            v = v[1:]
+        y[-1] = 5.0 * x[0]
+        return v.sum()
+    x = np.arange(1210.0)
+    np.testing.assert_array_equal(dl.jit(f)(x), f(x.copy()))
+
+
 @pytest.mark.parametrize("fn, cls, phrase", [
     (lambda x: (lambda y: y.__iadd__(x[:3]))(x[:1] * 1.0), dl.DloopValueError, "is not x.s"),
     (lambda x: x.reshape((2, 3), order="F"), dl.DloopNotImplementedError, "order='C'"),

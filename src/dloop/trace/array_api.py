@@ -151,7 +151,8 @@ def __getattr__(name):
 # The standard's functions return new arrays, except these views and conversions: a result
 # that is an argument itself (clip without bounds, tile by 1) becomes a new tracer.
 _VIEWS = {"asarray", "astype", "reshape", "permute_dims", "matrix_transpose", "squeeze",
-          "expand_dims", "broadcast_to", "broadcast_arrays", "real", "moveaxis", "unstack"}
+          "expand_dims", "broadcast_to", "broadcast_arrays", "real", "moveaxis", "unstack",
+          "flip"}
 for _name, _fn in list(globals().items()):
     if callable(_fn) and not isinstance(_fn, type) and not _name.startswith("_") and \
             _name not in _VIEWS and getattr(_fn, "__module__", "").startswith("dloop."):

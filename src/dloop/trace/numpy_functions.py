@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopValueError
 from . import arrays, indexing, ops, utilities
+from .tracer import Tracer, layout_of
 from ..source import user_location
 
 
@@ -150,12 +151,17 @@ argsort = _flat_if_none(lambda a, axis, kind=None, order=None, *, stable=None:
 
 
 def ravel(a, order="C"):
-    return ops.reshape(a, (-1,))
+    # NumPy's ravel is a view only of a C-contiguous array; of any other (a strided or
+    # transposed view, even one that reshape could view) it is a copy.
+    copy = isinstance(a, Tracer) and not layout_of(a).flags.c_contiguous
+    return ops.reshape(a, (-1,), copy=copy or None)
 
 
 def _sort_in_place(self, axis=-1, kind=None, order=None):
-    sorted_ = sort(self, axis)
-    self.builder, self.node = sorted_.builder, sorted_.node
+    # An update like x[...] = v: counts x's version (its views read the sorted values) and
+    # writes x's base where x is a view.
+    self.refresh()
+    self.rebind(sort(self, axis))
 
 
 def _no_out(out, name):

@@ -177,4 +177,4 @@ def array_function(func, args, kwargs):
 _VIEWS = {getattr(np, name) for name in (
     "reshape", "transpose", "ravel", "squeeze", "expand_dims", "moveaxis", "swapaxes", "real",
     "asarray", "asanyarray", "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d",
-    "matrix_transpose", "permute_dims") if hasattr(np, name)}
+    "matrix_transpose", "permute_dims", "flip") if hasattr(np, name)}

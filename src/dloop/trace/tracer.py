@@ -389,15 +389,19 @@ class Tracer:
         again from the base, so that it reads the base's values, as NumPy's view of the same
         memory does, and an update of it writes back none of the old ones. Lazily, at the
         view's next use: an update of a base costs nothing per view."""
-        view = self.view_of
-        if view is None:
-            return
-        view.base.refresh()
-        if view.version != view.base.version:
-            new = view.derive(view.base)
-            self.builder, self.node = new.builder, new.node
-            self.version += 1
-            view.version = view.base.version
+        # Iteratively, from the root of a chain of views down (a chain of thousands,
+        # v = v[1:] in a Python loop, passed the recursion limit).
+        chain, t = [], self
+        while t.view_of is not None:
+            chain.append(t)
+            t = t.view_of.base
+        for t in reversed(chain):
+            view = t.view_of
+            if view.version != view.base.version:
+                new = view.derive(view.base)
+                t.builder, t.node = new.builder, new.node
+                t.version += 1
+                view.version = view.base.version
 
     def copied(self):
         """A new array holding this one's values (NumPy's copy): updating either leaves the
