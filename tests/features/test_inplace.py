@@ -231,6 +231,15 @@ def test_traced_index_out_of_range_names_the_line():
     assert str(info.value).count("test_inplace.py") == 1
 
 
+def test_traced_index_into_an_empty_axis_is_dloop_s_index_error():
+    """x[i] with a traced i on an axis of length 0: the view's strides were taken at
+    position 0 while tracing, which NumPy refused with an internal IndexError."""
+    line = test_traced_index_into_an_empty_axis_is_dloop_s_index_error.__code__.co_firstlineno
+    with pytest.raises(dl.DloopIndexError, match=rf"(?s)out of bounds for an array of shape "
+                       rf"\(0, 3\).*test_inplace.py:{line + 6}"):
+        dl.jit(lambda x, i: x[i] * 2.0)(np.zeros((0, 3)), np.array(0))
+
+
 def test_mask_update_with_array_value_names_the_line():
     def fn(x):
         y = x * 1.0

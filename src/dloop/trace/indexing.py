@@ -228,11 +228,15 @@ def _view(x, key):
     element = len(parts) == x.ndim and not builtins.any(
         isinstance(k, (slice, type(None), type(Ellipsis))) for k in parts)
     if type(out) is Tracer and out is not x and basic and not element:
-        # A traced integer picks one position: any in range gives the same strides.
+        # A traced integer picks one position: any in range gives the same strides. (On an
+        # axis of length 0 none is; the launch then says the index is out of bounds.)
         fixed = tuple(0 if isinstance(k, Tracer) else k for k in parts)
+        try:
+            layout = layout_of(x)[fixed]
+        except IndexError:
+            layout = layout_of(out)
         out.view_of = View(x, lambda base: getitem(base, key),
-                           lambda base, view: base.__setitem__(key, view),
-                           layout_of(x)[fixed])
+                           lambda base, view: base.__setitem__(key, view), layout)
     return out
 
 
