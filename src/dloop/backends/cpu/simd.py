@@ -164,22 +164,27 @@ class SimdRenderer:
         or store per lane."""
         if index_var is not self.kernel.tid or not self.ordered:
             return by_lane()
+        run, lane = (self.fn.append_basic_block(n) for n in ("in.order", "by.element"))
+        self.b.cbranch(self.in_order, run, lane)
+        return self._joined(run, lane, lambda: at(self.first_element), by_lane, "in.order.end")
+
+    def _joined(self, run, lane, fast, slow, end_name):
+        """fast() emitted in block `run` and slow() in block `lane`, both going on to one
+        block: a phi of their values where they give one."""
         b = self.b
-        run, lane, end = (self.fn.append_basic_block(n) for n in ("in.order", "by.element",
-                                                                   "in.order.end"))
-        b.cbranch(self.in_order, run, lane)
+        end = self.fn.append_basic_block(end_name)
         b.position_at_end(run)
-        fast, from_run = at(self.first_element), b.block
+        fast_value, from_run = fast(), b.block
         b.branch(end)
         b.position_at_end(lane)
-        slow, from_lane = by_lane(), b.block
+        slow_value, from_lane = slow(), b.block
         b.branch(end)
         b.position_at_end(end)
-        if fast is None:
+        if fast_value is None:
             return None
-        v = b.phi(fast.type)
-        v.add_incoming(fast, from_run)
-        v.add_incoming(slow, from_lane)
+        v = b.phi(fast_value.type)
+        v.add_incoming(fast_value, from_run)
+        v.add_incoming(slow_value, from_lane)
         return v
 
     def scatter(self, ptrs, value, align, mask):
@@ -463,27 +468,13 @@ class SimdRenderer:
         if self.kernel.tape_lanes != self.W:
             return by_lane()
         b = self.b
-        check, run, lane, end = (self.fn.append_basic_block(name) for name in
-                                 ("run.check", "run", "by.lane", "run.end"))
+        check, run, lane = (self.fn.append_basic_block(name) for name in
+                            ("run.check", "run", "by.lane"))
         b.cbranch(b.load(self.stack_state[k][4]), check, lane)
         b.position_at_end(check)
         every, first = self._run_start(index, mask)
         b.cbranch(every, run, lane)
-        b.position_at_end(run)
-        fast = on_run(first)
-        from_run = b.block
-        b.branch(end)
-        b.position_at_end(lane)
-        slow = by_lane()
-        from_lane = b.block
-        b.branch(end)
-        b.position_at_end(end)
-        if fast is None:
-            return None
-        v = b.phi(fast.type)
-        v.add_incoming(fast, from_run)
-        v.add_incoming(slow, from_lane)
-        return v
+        return self._joined(run, lane, lambda: on_run(first), by_lane, "run.end")
 
     def _stack_store(self, k, spec, index, value, mask):
         elem = storage_type(spec.dtype)
