@@ -349,7 +349,8 @@ def vjp(fun, *primals, has_aux=False):
     arrays = [_snapshot(a) for a in arrays]
     consts = {v: _snapshot(c) for v, c in consts.items()}
     fwd_out = execution.run(compile_program(schedule(
-        Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend), arrays)
+        Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend,
+        once=True), arrays)
     fwd_out = list(fwd_out)
     res_vals = fwd_out[n_main:n_main + len(residuals)]
     # An output (or aux) may be the very buffer a residual is: the caller changing it in
@@ -357,7 +358,7 @@ def vjp(fun, *primals, has_aux=False):
     fwd_out = fwd_out[:n_main] + res_vals + [
         _private(v, res_vals) for v in fwd_out[n_main + len(residuals):]]
     out_vals = [_private(v, res_vals) for v in fwd_out[:n_main]]
-    bwd_program = compile_program(schedule(bwd, consts), backend)
+    bwd_program = compile_program(schedule(bwd, consts), backend, once=True)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
     out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
 

@@ -129,3 +129,18 @@ def test_a_freed_program_s_kept_sizing_leaves_the_budget(backend):
         api._PROGRAMS.clear()
     gc.collect()
     assert sizing_memo.held_bytes() == 0
+
+
+def test_a_vjp_keeps_no_sizing_to_push_others_out(backend, monkeypatch):
+    """A vjp's programs run once: a sizing kept for them would only push other programs'
+    out of the shared budget."""
+    n = np.arange(2000) % 17
+    x = np.ones(2000)
+    g = _grad(n, 0.6)
+    sizing_memo._held.clear()
+    g(x)
+    held = sizing_memo.held_bytes()
+    monkeypatch.setattr(sizing_memo, "MAX_BYTES", held)
+    out, f_vjp = dl.vjp(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.7, x), x)
+    np.testing.assert_allclose(f_vjp(np.ones(2000))[0], 0.7 ** n, rtol=1e-13)
+    assert sizing_memo.held_bytes() == held > 0

@@ -11,7 +11,6 @@ import numpy as np
 
 from ..adstack import capacity, parallel
 from ..adstack.layout import loop_layout
-from ..config import config
 from ..errors import DloopMemoryError, DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
 from . import faults as fault_check
@@ -195,7 +194,7 @@ class Execution:
                 work = self._sized_work(work)
                 longest = self._guess(plan, n, capacity)
                 kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest,
-                                          capacity)
+                                          capacity) if plan.keeps_sizing else None
                 hit = kept is not None and sizing_memo.lookup(plan, key, kept,
                                                               self._sizing_xp())
                 if hit:

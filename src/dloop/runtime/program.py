@@ -59,6 +59,7 @@ class KernelPlan:
     seen: object = None                      # the last count (runtime/guess.py)
     guessable: bool = False                  # whether counts may be guessed (guess.py)
     sizing_memo: object = None               # the last call's sizing (sizing_memo.py)
+    keeps_sizing: bool = True                # False in a program run once (a vjp's)
 
 
 @dataclass
@@ -81,7 +82,10 @@ class Executable:
             for k, step in enumerate(program.steps)]
 
 
-def compile_program(program, backend, timings=None):
+def compile_program(program, backend, timings=None, once=False):
+    """once: the program runs once (a vjp's halves): its top-level launches keep no sizing
+    for a next call, which would only push other programs' out of the shared budget
+    (sizing_memo.py). Collective bodies, run at every step, still keep theirs."""
     timings = {} if timings is None else timings
     kernels, bodies = {}, {}
     flow = _dataflow(program)
@@ -94,6 +98,7 @@ def compile_program(program, backend, timings=None):
         else:
             kernels[id(step)] = _plan(step, backend, timings, by_slot,
                                       step in layouts_by_slot)
+            kernels[id(step)].keeps_sizing = not once
     if config.debug and timings:
         print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
                                                   for k, v in timings.items()))
