@@ -144,3 +144,39 @@ def test_a_vjp_keeps_no_sizing_to_push_others_out(backend, monkeypatch):
     out, f_vjp = dl.vjp(lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.7, x), x)
     np.testing.assert_allclose(f_vjp(np.ones(2000))[0], 0.7 ** n, rtol=1e-13)
     assert sizing_memo.held_bytes() == held > 0
+
+
+def test_a_plan_freed_by_garbage_collection_inside_the_budget_s_lock():
+    """A plan kept alive only by a reference cycle (a user's object holding a pullback) is
+    freed by the cycle collector, which may run at any allocation, inside the budget's
+    locked code too: its weakref callback took that lock again, a deadlock. The collection
+    is moved over the allocations of one store; a hung child fails the test."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import gc, numpy as np
+        from dloop.runtime import sizing_memo as sm
+        from dloop.adstack.layout import LoopLayout
+        class Plan:
+            sizing_memo = None
+        def keep(plan):
+            cap = np.ones(8, np.int64)
+            sm.store(plan, sm.key(8), [cap], {0: cap}, None,
+                     {0: LoopLayout(cap, cap, {})}, np)
+        for k in range(1, 40):
+            gc.collect()
+            gc.disable()
+            a = Plan()
+            a.cycle = a
+            keep(a)
+            del a
+            b = Plan()
+            gc.set_threshold(gc.get_count()[0] + k)
+            gc.enable()
+            keep(b)
+        print("finished")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert "finished" in proc.stdout, proc.stderr
