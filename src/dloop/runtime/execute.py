@@ -189,12 +189,12 @@ class Execution:
             # The settings this sizing depends on, read once: another thread may change
             # them meanwhile, and what is kept must be what was computed under its key.
             key = sizing_memo.key(n)
-            capacity = key[1]
+            fixed = key[1]             # config.adstack_capacity
             with parallel.remembering():
                 work = self._sized_work(work)
-                longest = self._guess(plan, n, capacity)
+                longest = self._guess(plan, n, fixed)
                 kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest,
-                                          capacity) if plan.keeps_sizing else None
+                                          fixed) if plan.keeps_sizing else None
                 hit = kept is not None and sizing_memo.lookup(plan, key, kept,
                                                               self._sizing_xp())
                 if hit:
@@ -203,7 +203,7 @@ class Execution:
                         self._guessed(plan)
                 try:
                     if not hit:
-                        caps = self._capacities(plan, env, n, longest, capacity)
+                        caps = self._capacities(plan, env, n, longest, fixed)
                         order = self._order(plan.main, work + list(caps.values()))
                         loop_layouts = self._layouts(plan, caps, order)  # refuses what cannot fit
                         if kept is not None:
@@ -217,7 +217,7 @@ class Execution:
                     if blamed is None:
                         raise
                     raise guess.GuessMissed(blamed) from None
-            self._check_trips(plan, caps, capacity)
+            self._check_trips(plan, caps, fixed)
         elif n and work:
             handle = env[plan.external_tokens[0]]
             same = len(orders) == 1 and handle.decided
@@ -278,9 +278,9 @@ class Execution:
         else:
             self.pending.append((compiled.kernel, flags, layouts))
 
-    def _check_trips(self, plan, caps, capacity):
+    def _check_trips(self, plan, caps, fixed):
         limit = self.backend.caps.max_loop_trips
-        if limit is None or capacity is not None:
+        if limit is None or fixed is not None:
             # With a fixed capacity the caps are not trip counts (a loop of 10 trips was
             # refused as running 100,000): the kernel's own pass counter (loop_budget.py)
             # faults where the driver cut a loop.
@@ -319,15 +319,19 @@ class Execution:
             return None
         return work_order(total, be)
 
-    def _guess(self, plan, n, capacity):
+    def _guess(self, plan, n, fixed):
         """{loop_id: trips} that the plan's counted loops are sized by without counting
-        (guess.py), or None where they must be counted (or there are none)."""
-        if capacity is not None or not self.guessing or not (
-                plan.guessable and self.backend.synchronous):
+        (guess.py), or None where they must be counted (or there are none). fixed: the
+        launch's reading of config.adstack_capacity."""
+        if fixed is not None or not self.guessing or not self._may_guess(plan):
             return None
         if all(expr is not None for nest in plan.nests for expr in nest.exprs.values()):
             return None
         return guess.guess(plan, n, plan.counting.kernel.counters)
+
+    def _may_guess(self, plan):
+        """Whether the plan's counts may be guessed here, and so must be remembered."""
+        return plan.guessable and self.backend.synchronous
 
     def _guessed(self, plan):
         self.guessed = plan
@@ -351,7 +355,7 @@ class Execution:
         if to_count:
             if longest is None:
                 counted = self._count(plan, env, n)
-                if plan.guessable and self.backend.synchronous:
+                if self._may_guess(plan):
                     guess.remember(plan, n, counted)
                 caps.update(counted)
             else:

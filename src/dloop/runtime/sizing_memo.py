@@ -10,13 +10,12 @@ gradient at 10^6 elements spent 0.73 of its 2.1 ms on the H100 in capacities, or
 layout (small kernels and a read-back each), against one comparison here.
 
 MAX_BYTES bounds the memory held by all plans' kept sizings together (on the device where
-sizing runs there), the least recently used given up first: each compiled program keeps its plans, and
-a program cache of hundreds of programs could otherwise hold that much per program.
+sizing runs there), the least recently used given up first: each compiled program keeps its
+plans, and a program cache of hundreds of programs could otherwise hold that much per
+program. A sizing larger than MAX_BYTES alone is not kept.
 
 Loops sized by counting (no capacity expression) are not kept: their counts are this
-call's. Loops sized by a guess from the last count (guess.py) are, under that guess. Nor are
-launches whose kept arrays would pass MAX_BYTES of memory held between
-calls."""
+call's. Loops sized by a guess from the last count (guess.py) are, under that guess."""
 
 
 import os
@@ -89,10 +88,10 @@ def lookup(plan, key, values, xp):
 
 
 def store(plan, key, values, caps, order, layouts, xp):
-    held = sum(int(v.nbytes) for v in values) + sum(
-        int(a.nbytes) for a in [*caps.values(), order] if hasattr(a, "nbytes")) + sum(
-        int(a.nbytes) for lay in layouts.values() for a in (lay.cap, lay.start)
-        if hasattr(a, "nbytes"))
+    # Each array once: a capacity may be an input itself, a layout's cap the capacities.
+    kept = [*values, *caps.values(), order] + [
+        a for lay in layouts.values() for a in (lay.cap, lay.start)]
+    held = sum(int(a.nbytes) for a in {id(a): a for a in kept if hasattr(a, "nbytes")}.values())
     if held > MAX_BYTES:
         plan.sizing_memo = None
         with _lock:

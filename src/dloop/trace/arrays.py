@@ -104,8 +104,10 @@ def unstack(x, axis=0):
 def flip(x, axis=None):
     axes = range(np.ndim(x)) if axis is None else normalize_axis_tuple(axis, np.ndim(x))
     key = tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(np.ndim(x)))
+    if not key:
+        return x
     # NumPy's flip is a view: an update of it writes x (Tracer.__getitem__ makes the view).
-    return x[key] if key and isinstance(x, Tracer) else indexing.getitem(x, key) if key else x
+    return x[key] if isinstance(x, Tracer) else indexing.getitem(x, key)
 
 
 def moveaxis(x, source, destination):
