@@ -151,6 +151,10 @@ class Backend:
     # Backends that size on the host may compute compact slice starts on their device:
     # compact_starts(cap, upload) -> (starts there, total), or None to leave it to the host.
     compact_starts = None
+    # Backends that size on the device may compare the sizing kept from the last call with
+    # this call's in their own code: all_equal(pairs) -> bool, for (old, new) pairs of one
+    # shape and dtype; None: one array_equal and read back per pair.
+    all_equal = None
 
     def __init__(self):
         self._artifacts = {}

@@ -196,7 +196,7 @@ class Execution:
                 kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest,
                                           fixed) if plan.keeps_sizing else None
                 hit = kept is not None and sizing_memo.lookup(plan, key, kept,
-                                                              self._sizing_xp())
+                                                              self._all_equal)
                 if hit:
                     caps, order, loop_layouts = hit
                     if longest is not None:
@@ -410,6 +410,14 @@ class Execution:
         backend says so (capacities, order and layout then never cross to the host), else
         NumPy."""
         return self.backend.xp if self.backend.caps.sizes_on_device else np
+
+    def _all_equal(self, pairs):
+        """Whether each (old, new) pair of sizing arrays holds the same values."""
+        be = self.backend
+        if be.caps.sizes_on_device and be.all_equal is not None:
+            return be.all_equal(pairs)
+        xp = self._sizing_xp()
+        return all(bool(xp.array_equal(old, new)) for old, new in pairs)
 
     def _sizing_array(self, val):
         val = val.trips if isinstance(val, TapeHandle) else val

@@ -70,16 +70,17 @@ def inputs(plan, env, work, sizing_array, longest=None, capacity=None):
     return values + list(work)
 
 
-def lookup(plan, key, values, xp):
-    """(caps, order, layouts) of the last call where `values` equal its inputs, else None."""
+def lookup(plan, key, values, all_equal):
+    """(caps, order, layouts) of the last call where `values` equal its inputs, else None.
+    all_equal(pairs): whether each (old, new) pair of arrays of one shape and dtype holds
+    the same values (Execution._all_equal: on a GPU, one read back for all of them)."""
     memo = plan.sizing_memo
     if memo is None or memo.key != key or len(memo.inputs) != len(values):
         return None
     for old, new in zip(memo.inputs, values):
         if old.shape != new.shape or old.dtype != new.dtype:
             return None
-    same = [xp.array_equal(old, new) for old, new in zip(memo.inputs, values)]
-    if not all(bool(s) for s in same):      # one read back per array on a GPU
+    if not all_equal(list(zip(memo.inputs, values))):
         return None
     with _lock:
         if id(plan) in _held:               # the last given up is the least recently used
@@ -99,7 +100,9 @@ def store(plan, key, values, caps, order, layouts, xp):
         return
     # The capacities may be the caller's own trip-count array (capacity._bounds_as_is),
     # which the caller may change in place after this call: keep the memo's copy instead.
-    copies = [xp.array(v, copy=True) for v in values]
+    # (A guess's trips are a host array: its copy stays one, and is compared on the host.)
+    copies = [v.copy() if isinstance(v, np.ndarray) else xp.array(v, copy=True)
+              for v in values]
     own = {id(v): c for v, c in zip(values, copies)}
     caps = {k: own.get(id(c), c) for k, c in caps.items()}
     layouts = {k: LoopLayout(own.get(id(lay.cap), lay.cap), lay.start, lay.regions)

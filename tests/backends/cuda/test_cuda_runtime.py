@@ -313,3 +313,19 @@ def test_the_fused_interleaved_layout_is_kir_s_layout(n, ordered, by_slot):
     assert total == first
     np.testing.assert_array_equal(cp.asnumpy(start), want_start)
     np.testing.assert_array_equal(cp.asnumpy(raised), want_raised)
+
+
+def test_the_kept_sizing_s_comparison_finds_any_difference():
+    """sizing.all_equal, which the sizing kept between calls is checked with: one kernel per
+    pair of device arrays, host pairs on the host."""
+    from dloop.backends.cuda.sizing import all_equal
+    for dtype, size in [(np.int64, 1000), (np.int32, 1001), (np.uint8, 12), (np.int64, 0)]:
+        a = cp.arange(size, dtype=dtype)
+        assert all_equal([(a, a.copy()), (np.arange(3), np.arange(3))])
+        for at in {0, size // 2, size - 1} if size else ():
+            b = a.copy()
+            b[at] += 1
+            assert not all_equal([(a, a.copy()), (a, b)])
+    odd = cp.arange(3, dtype=np.int16)          # 6 bytes: not whole 32-bit words
+    assert all_equal([(odd, odd.copy())]) and not all_equal([(odd, odd[::-1].copy())])
+    assert not all_equal([(cp.arange(4), cp.arange(4)), (np.arange(3), np.arange(3) + 1)])

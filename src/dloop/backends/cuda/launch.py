@@ -46,6 +46,7 @@ class CudaBackend(Backend):
     stream_ordered = True
     interleave = staticmethod(sizing.interleaved)
     order_by_work = staticmethod(sizing.tile_order)
+    all_equal = staticmethod(sizing.all_equal)
 
     def __init__(self):
         super().__init__()

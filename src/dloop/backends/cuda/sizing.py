@@ -55,6 +55,12 @@ extern "C" __global__ void dloop_tile_key(const long long* work, const long long
   key[t] = (unsigned short)(((k >> fine) << (8 + fine)) | ((t / tile) << fine)
                             | (k & ((1 << fine) - 1)));
 }
+
+extern "C" __global__ void dloop_differs(const unsigned int* a, const unsigned int* b,
+                                         long long n, int* differs) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n && a[t] != b[t]) *differs = 1;
+}
 """
 
 _module = {}
@@ -105,3 +111,30 @@ def tile_order(work):
                                 (work, work.max(), np.int64(n), np.int64(tile),
                                  np.int32(8 - parallel.ORDER_CLASS_BITS), key))
     return cupy.argsort(key, kind="stable").astype(np.int64, copy=False)
+
+
+def all_equal(pairs):
+    """Whether each (old, new) pair of arrays (of one shape and dtype: trip counts, work, a
+    guess) holds the same values. Device arrays of integers are compared by one kernel per
+    pair, on 32-bit words, with one read back for all: cupy.array_equal costs two launches
+    and a read back per pair (0.24 ms of W1's gradient at 10^6 elements on an H100, for
+    three arrays)."""
+    on_device = []
+    for old, new in pairs:
+        if isinstance(old, np.ndarray) and isinstance(new, np.ndarray):
+            if not np.array_equal(old, new):
+                return False
+        elif all(isinstance(a, cupy.ndarray) and a.dtype.kind in "iu" and a.nbytes % 4 == 0
+                 and a.flags.c_contiguous for a in (old, new)):
+            on_device.append((old, new))
+        elif not bool(cupy.array_equal(cupy.asarray(old), cupy.asarray(new))):
+            return False
+    if not on_device:
+        return True
+    differs = cupy.zeros(1, np.int32)
+    for old, new in on_device:
+        n = old.nbytes // 4
+        if n:
+            _function("dloop_differs")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                                       (old, new, np.int64(n), differs))
+    return not int(differs.get()[0])
