@@ -8,6 +8,7 @@ import array_api_compat
 import numpy as np
 
 from . import libraries, pytree
+from .ad.seeds import seeded
 from .ad.vjp import vjp_graph
 from .adstack import native
 from .backends.base import get_backend
@@ -139,7 +140,8 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None):
         check_graph(final, consts)
         if config.debug and transform:
             print(f"dloop: transformed graph\n{final}")
-        entry = (compile_program(schedule(final, {}), backend), order)
+        split = backend.caps.max_loop_trips is not None
+        entry = (compile_program(schedule(final, {}, split_sweeps=split), backend), order)
         with _PROGRAMS_LOCK:
             _PROGRAMS[key] = entry
             if len(_PROGRAMS) > _PROGRAM_CACHE_SIZE:
@@ -269,17 +271,14 @@ def _value_and_grad(fun, argnums, has_aux, name):
         _check_aux(out_td, has_aux, name, where)
         _check_loss(graph, where)
         wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
-        cts = [np.ones((), graph.outputs[0].aval.dtype)] + [
-            np.zeros(o.aval.shape, o.aval.dtype) for o in graph.outputs[1:]
-            if np.issubdtype(o.aval.dtype, np.inexact)]
         # grad discards the loss's value, so its program does not compute what only the
         # value needs (W1's final sum: on a GPU, a read of the whole carry to the host).
         dropped = 1 if name == "grad" else 0
 
         def transform(g):
-            joint = vjp_graph(g, wrt)
-            return pruned(joint, joint.outputs[dropped:]) if dropped else joint
-        results = _run(graph, consts, arrays + cts, transform,
+            joint = seeded(vjp_graph(g, wrt), len(g.inputs))
+            return pruned(joint, joint.outputs[dropped:])
+        results = _run(graph, consts, arrays, transform,
                        kind=("grad", tuple(wrt), dropped), library=library)
         n_out = len(graph.outputs)
         value = pytree.unflatten(out_td, [None] * dropped + results[:n_out - dropped])

@@ -12,6 +12,7 @@ import dloop as dl
 from dloop import api
 from dloop.backends.base import get_backend
 from dloop.runtime import guess
+from helpers import guesses_joined_sweeps
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +32,8 @@ def _loss(x):
 
 
 def _guessing(backend):
-    """Whether the backend guesses (runtime/guess.py): its launches end before they return."""
-    return get_backend(backend).synchronous
+    """Whether _loss's gradient guesses on the backend (runtime/guess.py)."""
+    return guesses_joined_sweeps(backend)
 
 
 def _grad_counted(f, x, backend):

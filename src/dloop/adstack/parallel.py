@@ -12,6 +12,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import array_api_compat
 import numpy as np
 
 from ..config import config
@@ -140,13 +141,16 @@ def remembering():
 
 
 def extremes(values):
-    """(min, max, sum) of a non-empty 1-D int64 NumPy array as Python ints (the sum wrapping
-    like NumPy's), in one compiled pass; remembered inside remembering()."""
+    """(min, max, sum) of a non-empty 1-D int64 array as Python ints (the sum wrapping like
+    NumPy's), in one compiled pass for a NumPy array; remembered inside remembering()."""
     table = getattr(_remembered, "table", None)
     hit = table.get(id(values)) if table is not None else None
     if hit is not None and hit[0] is values:
         return hit[1]
-    if values.dtype == np.int64 and values.flags.c_contiguous:
+    if not isinstance(values, np.ndarray):       # a device's: one read back of the three
+        found = tuple(int(v) for v in array_api_compat.array_namespace(values).stack(
+            [values.min(), values.max(), values.sum(dtype=np.int64)]).tolist())
+    elif values.dtype == np.int64 and values.flags.c_contiguous:
         found = _native_extremes(values)
     else:
         found = int(values.min()), int(values.max()), int(values.sum(dtype=np.int64))

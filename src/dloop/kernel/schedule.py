@@ -46,7 +46,10 @@ def fusion_shape(op):
     return tuple(op.outputs[0].aval.shape)
 
 
-def schedule(graph, consts, name="f"):
+def schedule(graph, consts, name="f", split_sweeps=False):
+    """split_sweeps: a loop's reverse sweep starts a kernel of its own, where it would join
+    the kernel that tapes the loop (a device with a budget of loop passes per thread, which
+    the two sweeps in one thread would share)."""
     steps, group = [], None
     for op in _rolls_moved_to_operands(graph):
         if not op.prim.fusable or _complex(op):
@@ -54,7 +57,9 @@ def schedule(graph, consts, name="f"):
             steps.append(HostStep(op))
             continue
         shape = fusion_shape(op)
-        if group is None or group.shape != shape or _needs_inputs_made_in(group, op):
+        if group is None or group.shape != shape or _needs_inputs_made_in(group, op) or (
+                split_sweeps and op.prim is prims.loop_bwd_p and
+                op.inputs[0] in {o for g in group.ops for o in g.outputs}):
             group = KernelStep(f"{name}_k{len(steps)}", shape, [])
             steps.append(group)
         group.ops.append(op)

@@ -233,6 +233,8 @@ class Execution:
                                                      for v in plan.vars.values()])
             be.launch(plan.main.artifact, n, buffers)
             self._collect(plan.main, buffers, layouts)
+            if self.guessed is plan:
+                self.sync()         # a guess that fell short is found before any use
         for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
@@ -241,9 +243,10 @@ class Execution:
             env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
                 if v.aval.is_tape else arr
         if self.guessed is not None:
-            # The launch is over (guessing backends are synchronous) and fit: its tokens are
-            # the counts of the loops it guessed, which the next launch sizes by.
-            guess.remember(plan, n, {nest.top: outs[nest.token] for nest in plan.nests
+            # The launch is over (a synchronous backend's, or waited for above) and fit: its
+            # tokens are the counts of the loops it guessed, which the next launch sizes by.
+            guess.remember(plan, n, {nest.top: self._sizing_array(outs[nest.token])
+                                     for nest in plan.nests
                                      if nest.top in plan.counting.kernel.counters},
                            after_guess=True)
 
@@ -330,8 +333,11 @@ class Execution:
         return guess.guess(plan, n, plan.counting.kernel.counters)
 
     def _may_guess(self, plan):
-        """Whether the plan's counts may be guessed here, and so must be remembered."""
-        return plan.guessable and self.backend.synchronous
+        """Whether the plan's counts may be guessed here, and so must be remembered: where a
+        launch's faults are read before anything uses its results. On a backend that queues
+        launches, a kernel that reverses its own tapes is waited for (_kernel); one whose
+        tapes a later kernel reverses is not, and that kernel would read them unchecked."""
+        return plan.guessable and (self.backend.synchronous or plan.own_reverse)
 
     def _guessed(self, plan):
         self.guessed = plan

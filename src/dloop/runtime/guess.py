@@ -9,14 +9,20 @@ counting. Every push checks its element's capacity, so a guess that is too small
 GuessMissed from the fault check instead of an overflow error, and the execution runs again
 with counted, exact capacities: a gradient is never computed from a short stack.
 
-Guesses are made only where a short stack is found before anything reads it: on backends
-whose launches end before they return (cpu, interpret), whose faults are read right after
-each launch; for loops the kernel tapes itself, not loops inside a taped loop's body (whose
-stacks only the reverse kernel fills, as it re-runs that body); and in kernels that do not
-also reverse what they tape (a collective body's VJP does both in one kernel). A reverse
-sweep over pushes that never happened could recompute an inner loop that does not end. On
-Vulkan and cuda, launches are queued and faults read later, after the reverse kernel ran;
-there every launch counts (program.py sets KernelPlan.guessable).
+Guesses are made only where a short stack is found before anything reads it. The kernel
+tapes the loop itself: not a loop inside a taped loop's body, whose stacks only the reverse
+kernel fills, as it re-runs that body. Where a later kernel reverses the tapes, the launch's
+faults are read before that kernel runs only on backends whose launches end before they
+return (cpu, interpret); on Vulkan and cuda, launches are queued. A kernel that reverses its
+own tapes too (a grad whose two sweeps the schedule joined: W1, W2) guesses on every
+backend: its reverse sweep reads zeros past a short stack, the loops it re-runs have trip
+counts from their expressions or its tapes, so it ends; the launch is waited for at once.
+Its overflow comes before any fault its reverse sweep raised from those zeros (an index out
+of bounds): kernel/lower.py makes a stack's fault slot with the stack, before the slots of
+the ops that read it, and faults.check raises the first. Not in a collective body's
+kernels, whose steps would run on from such results until the wait: a reverse sweep over
+pushes that never happened could recompute a loop that does not end (program.py sets
+KernelPlan.guessable).
 
 A guess is made only where it costs at most 1/layout.MAX_PADDING more tape than the count
 did (elements of about equal trip counts: W2's 3 to 5 steps; not one long element among

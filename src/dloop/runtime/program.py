@@ -3,8 +3,8 @@
 Every kernel step is lowered to kernel IR, verified, and compiled by the backend (which
 legalizes it for its caps first); its capacity expressions are derived; a counting kernel is
 built where a loop has none. Collective loops' body programs are scheduled and compiled the
-same way, recursively. After this the runtime only sizes, binds, launches and checks. With config.debug, each stage
-prints what it made and how long it took."""
+same way, recursively. After this the runtime only sizes, binds, launches and checks. With
+config.debug, each stage prints what it made and how long it took."""
 
 import time
 from dataclasses import dataclass, field
@@ -58,6 +58,7 @@ class KernelPlan:
     n_threads: int = 0
     seen: object = None                      # the last count (runtime/guess.py)
     guessable: bool = False                  # whether counts may be guessed (guess.py)
+    own_reverse: bool = False                # the kernel reverses its own tapes too
     sizing_memo: object = None               # the last call's sizing (sizing_memo.py)
     keeps_sizing: bool = True                # False in a program run once (a vjp's)
 
@@ -82,10 +83,11 @@ class Executable:
             for k, step in enumerate(program.steps)]
 
 
-def compile_program(program, backend, timings=None, once=False):
+def compile_program(program, backend, timings=None, once=False, body=False):
     """once: the program runs once (a vjp's halves): its top-level launches keep no sizing
     for a next call, which would only push other programs' out of the shared budget
-    (sizing_memo.py). Collective bodies, run at every step, still keep theirs."""
+    (sizing_memo.py). Collective bodies, run at every step, still keep theirs. body: the
+    program is a collective loop's body."""
     timings = {} if timings is None else timings
     kernels, bodies = {}, {}
     flow = _dataflow(program)
@@ -97,7 +99,7 @@ def compile_program(program, backend, timings=None, once=False):
                 bodies[id(step.op)] = _compile_bodies(step.op, backend, timings)
         else:
             kernels[id(step)] = _plan(step, backend, timings, by_slot,
-                                      step in layouts_by_slot)
+                                      step in layouts_by_slot, body)
             kernels[id(step)].keeps_sizing = not once
     if config.debug and timings:
         print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
@@ -116,7 +118,7 @@ def _compile_bodies(op, backend, timings):
         # stored at every step for nothing (kernels drop what no output needs).
         graphs = {"vjp": Graph(vjp.inputs, vjp.outputs[info.n_carry:], vjp.ops)}
     return {name: compile_program(_timed(timings, "schedule", schedule, graph, {}), backend,
-                                  timings)
+                                  timings, body=True)
             for name, graph in graphs.items()}
 
 
@@ -140,7 +142,25 @@ def _kernel(backend, timings, kernel):
     return CompiledKernel(kernel, _timed(timings, backend.name, backend.compile, kernel))
 
 
-def _plan(step, backend, timings, by_slot, stacks_by_slot):
+def _plan(step, backend, timings, by_slot, stacks_by_slot, body=False):
+    known = set(step.inputs)
+    nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
+                  capacity.nest_infos(op.params["info"]), op.params["info"].loop_id)
+             for op in step.ops if op.prim is prims.loop_tape_p]
+    to_count = tuple(sorted(loop_id for nest in nests for loop_id, e in nest.exprs.items()
+                            if e is None))
+    # Guessed stacks must be filled, and so checked, by this kernel alone: not those of
+    # loops inside a taped loop's body (pushed in the reverse kernel, which re-runs the
+    # body). A kernel that also reverses them (a grad's sweeps joined in one kernel) reads
+    # zeros past a short stack, and its fault is read before anything uses its results
+    # (guess.py); a collective body's, run step after step, is not.
+    reverses = any(op.prim is prims.loop_bwd_p for op in step.ops)
+    guessable = bool(to_count) and set(to_count) <= {nest.top for nest in nests} and \
+        not (reverses and body)
+    if guessable:
+        # The trips of a launch that fit are the next guess: written out even where no
+        # later step reads them (the kernel reverses its own tapes).
+        step.outputs = step.outputs + [n.token for n in nests if n.token not in step.outputs]
     kernel = _timed(timings, "lower", lower_group, step.name, step.ops, step.inputs,
                     step.outputs, step.shape)
     kernel.tape_lanes = backend.caps.tape_lanes
@@ -148,10 +168,6 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
     if stacks_by_slot and kernel.stacks:
         _slot(kernel)
         kernel.stacks_by_slot = True
-    known = set(step.inputs)
-    nests = [Nest(op.outputs[-1], _launch_known(capacity.capacities(op), known),
-                  capacity.nest_infos(op.params["info"]), op.params["info"].loop_id)
-             for op in step.ops if op.prim is prims.loop_tape_p]
     external_tokens = _reversed_tapes(step)
     # Trip counts are known at launch wherever adstacks are sized (own nests) or were sized
     # (the tapes of an earlier kernel): there the elements can run in order of work.
@@ -162,17 +178,11 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot):
         external_tokens=external_tokens,
         vars={v.id: v for v in step.inputs + step.outputs},
         n_threads=int(np.prod(step.shape, dtype=np.int64)))
-    to_count = tuple(sorted(loop_id for nest in nests for loop_id, e in nest.exprs.items()
-                            if e is None))
     if to_count:
         counting = _timed(timings, "lower", lower_group, step.name + "_count", step.ops,
                           step.inputs, [], step.shape, count_loops=to_count)
         plan.counting = _kernel(backend, timings, counting)
-        # Guessed stacks must be filled, and so checked, by this kernel alone: not those of
-        # loops inside a taped loop's body (pushed in the reverse kernel, which re-runs the
-        # body), nor of a kernel that also reverses them (runtime/guess.py).
-        plan.guessable = set(to_count) <= {nest.top for nest in nests} and \
-            not any(op.prim is prims.loop_bwd_p for op in step.ops)
+        plan.guessable, plan.own_reverse = guessable, reverses
     return plan
 
 
