@@ -51,6 +51,23 @@ def test_copy_in_parts_is_the_copy(nbytes):
     assert not dst[:3].any() and not dst[3 + nbytes:].any()
 
 
+@pytest.mark.parametrize("n", [0, 1, 4001, 40_000])
+def test_equal_in_parts_finds_any_difference(n):
+    """40,000 elements: 4 parts of 10,000 (4 * MIN_CHUNK each)."""
+    a = np.random.default_rng(n).integers(0, 1000, n)
+    assert parallel.equal(a, a.copy())
+    for at in {0, n // 3, n - 1} if n else ():
+        b = a.copy()
+        b[at] += 1
+        assert not parallel.equal(a, b)
+    grid = a[: n - n % 5].reshape(5, -1)
+    assert parallel.equal(grid, grid.copy()) and parallel.equal(grid.T, grid.T.copy())
+    if grid.size:
+        other = grid.T.copy()
+        other[-1, -1] -= 1
+        assert not parallel.equal(grid.T, other)      # strided: compared in one part
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 4001, 12345])
 def test_compiled_scan_matches_numpy(n):
     """adstack/scan.py, alone (offset, scale, inverted) and through the parts of
