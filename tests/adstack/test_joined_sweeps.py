@@ -84,3 +84,17 @@ def test_value_and_grad_with_aux_seeds_its_outputs(backend):
     np.testing.assert_allclose(g, 2.0 * 1.5 ** n, rtol=1e-14)
     np.testing.assert_allclose(v, x * 1.5 ** n, rtol=1e-14)
     np.testing.assert_allclose(value, 2.0 * total, rtol=1e-14)
+
+
+def test_the_trips_written_for_the_next_guess_are_freed_after_the_run_s_use(backend):
+    """A joined kernel writes its while loop's trips out for the next guess though no later
+    step reads them: they are dropped after that kernel, not kept to the end of the run."""
+    x = np.random.default_rng(1).uniform(5.0, 7.9, 1000)
+    dl.grad(_loss)(x)
+    (executable, _), = api._PROGRAMS.values()
+    program = executable.program
+    tokens = [o for step in program.steps for o in getattr(step, "outputs", [])
+              if o.aval.is_tape]
+    assert tokens
+    dying = {v for dead in program.dead_after for v in dead}
+    assert all(t in dying for t in tokens)

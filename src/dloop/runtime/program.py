@@ -93,14 +93,17 @@ def compile_program(program, backend, timings=None, once=False, body=False):
     flow = _dataflow(program)
     by_slot = _kept_in_slot_order(flow) if backend.caps.order_elements else set()
     layouts_by_slot = _slot_layouts(program, flow) if backend.caps.slot_layouts else set()
-    for step in program.steps:
+    for k, step in enumerate(program.steps):
         if isinstance(step, HostStep):
             if step.op.prim.kind == "collective":
                 bodies[id(step.op)] = _compile_bodies(step.op, backend, timings)
         else:
+            made = set(step.outputs)
             kernels[id(step)] = _plan(step, backend, timings, by_slot,
                                       step in layouts_by_slot, body)
             kernels[id(step)].keeps_sizing = not once
+            # Trips _plan added for the next guess: no later step reads them
+            program.dead_after[k] += [o for o in step.outputs if o not in made]
     if config.debug and timings:
         print("dloop: compile times " + ", ".join(f"{k} {v * 1e3:.1f} ms"
                                                   for k, v in timings.items()))
