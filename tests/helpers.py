@@ -134,12 +134,3 @@ def tape_slots(backend, *caps):
         out.append(int(c.sum()) if compact else slots)
     return out
 
-
-def guesses_joined_sweeps(backend):
-    """Whether a grad whose forward and reverse sweeps of a while loop share one kernel sizes
-    that loop by a guess (runtime/guess.py): on every backend but lavapipe, whose budget of
-    loop passes per thread keeps the two sweeps in kernels of their own (kernel/schedule.py),
-    where only a backend whose launches end before they return guesses."""
-    from dloop.backends.base import get_backend
-    be = get_backend(backend)
-    return be.synchronous or be.caps.max_loop_trips is None

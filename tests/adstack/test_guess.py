@@ -12,7 +12,6 @@ import dloop as dl
 from dloop import api
 from dloop.backends.base import get_backend
 from dloop.runtime import guess
-from helpers import guesses_joined_sweeps
 
 
 @pytest.fixture(autouse=True)
@@ -31,11 +30,6 @@ def _loss(x):
     return dl.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, x).sum()
 
 
-def _guessing(backend):
-    """Whether _loss's gradient guesses on the backend (runtime/guess.py)."""
-    return guesses_joined_sweeps(backend)
-
-
 def _grad_counted(f, x, backend):
     be = get_backend(backend)
     before = be.count_launches
@@ -52,7 +46,7 @@ def test_a_second_call_guesses_and_matches_the_counted_gradient(backend):
     x = _uniform(3000)
     first, counted = _grad_counted(f, x, backend)
     second, counted_again = _grad_counted(f, x, backend)
-    assert (counted, counted_again) == (1, 0 if _guessing(backend) else 1)
+    assert (counted, counted_again) == (1, 0)
     np.testing.assert_array_equal(np.asarray(second), np.asarray(first))
     np.testing.assert_allclose(np.asarray(second), 0.5 ** _halvings(x), rtol=1e-15)
 
@@ -62,12 +56,11 @@ def test_a_short_guess_runs_the_call_again_counted(backend):
     f(_uniform(3000))                           # 3 halvings each: the guess for the next call
     longer = _uniform(3000, seed=1) * 2.0       # 4 each
     g, counted = _grad_counted(f, longer, backend)
-    assert counted == 1                         # the run again (or, not guessing, the count)
+    assert counted == 1                         # the run again
     np.testing.assert_allclose(np.asarray(g), 0.5 ** _halvings(longer), rtol=1e-15)
     # After a miss the plan counts PAUSE launches (the run again first) before guessing.
     counts = [_grad_counted(f, longer, backend)[1] for _ in range(guess.PAUSE)]
-    guessing = _guessing(backend)
-    assert counts == [1] * (guess.PAUSE - 1) + [0 if guessing else 1]
+    assert counts == [1] * (guess.PAUSE - 1) + [0]
     one_long = longer.copy()
     one_long[1234] = 1000.0                     # 10 halvings where 4 are guessed
     g, counted = _grad_counted(f, one_long, backend)
@@ -91,7 +84,7 @@ def test_a_guess_follows_trips_that_shrink_one_launch_later(backend):
         g = f(x)
         np.testing.assert_allclose(np.asarray(g), 0.5 ** _halvings(x), rtol=1e-15)
         used.append(dl.memory_stats()["adstack_bytes_used"] // (8 * n))
-    assert used == ([4, 4, 3] if _guessing(backend) else [4, 3, 3])
+    assert used == [4, 4, 3]
 
 
 def test_a_guess_past_max_adstack_bytes_is_counted_instead(backend):

@@ -7,7 +7,6 @@ import pytest
 
 import dloop as dl
 from dloop.runtime import sizing_memo
-from helpers import guesses_joined_sweeps
 
 
 @pytest.fixture
@@ -58,9 +57,9 @@ def test_a_changed_limit_sizes_anew(backend, lookups):
 
 
 def test_counted_loops_are_kept_only_under_a_guess(backend, lookups):
-    """A while loop's trips are counted on the first call. Where the backend then sizes by a
-    guess from that count (guess.py; here its sweeps share a kernel), the sizing is kept under the
-    guess; trips that outgrow it miss the guess, are counted and run again, correctly.
+    """A while loop's trips are counted on the first call. The next call sizes by a guess
+    from that count (guess.py), and the sizing is kept under the guess; trips that outgrow it
+    miss the guess, are counted and run again, correctly.
     v_n = x a^n after n(a) steps: d/da = n x a^(n - 1)."""
     x = np.linspace(1.0, 1.2, 300)
     g = dl.grad(lambda a: dl.while_loop(lambda v: v < 10.0, lambda v: v * a, x * 1.0).sum())
@@ -74,12 +73,9 @@ def test_counted_loops_are_kept_only_under_a_guess(backend, lookups):
         return n * x * a ** (n - 1)
     for a in [1.5, 1.5, 1.5, 1.3, 1.3]:
         np.testing.assert_allclose(g(np.full_like(x, a)), closed(a), rtol=1e-13)
-    if guesses_joined_sweeps(backend):
-        # 1.5: counted, guessed (kept), kept; 1.3: the kept guess misses, then counted (a
-        # miss pauses guessing, guess.PAUSE).
-        assert lookups == [False, True, True]
-    else:
-        assert lookups == []
+    # 1.5: counted, guessed (kept), kept; 1.3: the kept guess misses, then counted (a miss
+    # pauses guessing, guess.PAUSE).
+    assert lookups == [False, True, True]
 
 
 def test_kept_sizings_share_one_memory_budget(backend, lookups, monkeypatch):

@@ -333,11 +333,10 @@ class Execution:
         return guess.guess(plan, n, plan.counting.kernel.counters)
 
     def _may_guess(self, plan):
-        """Whether the plan's counts may be guessed here, and so must be remembered: where a
-        launch's faults are read before anything uses its results. On a backend that queues
-        launches, a kernel that reverses its own tapes is waited for (_kernel); one whose
-        tapes a later kernel reverses is not, and that kernel would read them unchecked."""
-        return plan.guessable and (self.backend.synchronous or plan.own_reverse)
+        """Whether the plan's counts may be guessed, and so must be remembered. A guessed
+        launch is waited for at once on a backend that queues launches (_kernel), so a short
+        stack is found before a later launch reads it."""
+        return plan.guessable
 
     def _guessed(self, plan):
         self.guessed = plan

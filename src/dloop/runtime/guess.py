@@ -11,17 +11,16 @@ with counted, exact capacities: a gradient is never computed from a short stack.
 
 Guesses are made only where a short stack is found before anything reads it. The kernel
 tapes the loop itself: not a loop inside a taped loop's body, whose stacks only the reverse
-kernel fills, as it re-runs that body. Where a later kernel reverses the tapes, the launch's
-faults are read before that kernel runs only on backends whose launches end before they
-return (cpu, interpret); on Vulkan and cuda, launches are queued. A kernel that reverses its
-own tapes too (a grad whose two sweeps the schedule joined: W1, W2) guesses on every
-backend: its reverse sweep reads zeros past a short stack, the loops it re-runs have trip
-counts from their expressions or its tapes, so it ends; the launch is waited for at once.
-Its overflow comes before any fault its reverse sweep raised from those zeros (an index out
-of bounds): kernel/lower.py makes a stack's fault slot with the stack, before the slots of
-the ops that read it, and faults.check raises the first. Not in a collective body's
-kernels, whose steps would run on from such results until the wait: a reverse sweep over
-pushes that never happened could recompute a loop that does not end (program.py sets
+kernel fills, as it re-runs that body; a reverse sweep over pushes that never happened could
+recompute a loop that does not end. A guessed launch's faults are read before the next
+launch: at once on backends whose launches end before they return (cpu, interpret), and on
+Vulkan and cuda, which queue launches, by waiting for it (Execution._kernel). A kernel that
+reverses its own tapes too (a grad whose two sweeps the schedule joined: W1, W2) runs its
+reverse sweep before that read, on zeros past a short stack: the loops it re-runs have trip
+counts from their expressions or its tapes, so it ends, and its overflow comes before any
+fault that sweep raised from those zeros (an index out of bounds): kernel/lower.py makes a
+stack's fault slot with the stack, before the slots of the ops that read it, and
+faults.check raises the first. Collective bodies' such kernels count (program.py sets
 KernelPlan.guessable).
 
 A guess is made only where it costs at most 1/layout.MAX_PADDING more tape than the count

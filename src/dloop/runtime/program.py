@@ -58,7 +58,6 @@ class KernelPlan:
     n_threads: int = 0
     seen: object = None                      # the last count (runtime/guess.py)
     guessable: bool = False                  # whether counts may be guessed (guess.py)
-    own_reverse: bool = False                # the kernel reverses its own tapes too
     sizing_memo: object = None               # the last call's sizing (sizing_memo.py)
     keeps_sizing: bool = True                # False in a program run once (a vjp's)
 
@@ -155,8 +154,9 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot, body=False):
     # Guessed stacks must be filled, and so checked, by this kernel alone: not those of
     # loops inside a taped loop's body (pushed in the reverse kernel, which re-runs the
     # body). A kernel that also reverses them (a grad's sweeps joined in one kernel) reads
-    # zeros past a short stack, and its fault is read before anything uses its results
-    # (guess.py); a collective body's, run step after step, is not.
+    # zeros past a short stack, and its launch is waited for before anything uses its
+    # results (guess.py). Collective bodies' such kernels still count, as they always did:
+    # a body's kernels run at every step, and guessing there was never tried.
     reverses = any(op.prim is prims.loop_bwd_p for op in step.ops)
     guessable = bool(to_count) and set(to_count) <= {nest.top for nest in nests} and \
         not (reverses and body)
@@ -185,7 +185,7 @@ def _plan(step, backend, timings, by_slot, stacks_by_slot, body=False):
         counting = _timed(timings, "lower", lower_group, step.name + "_count", step.ops,
                           step.inputs, [], step.shape, count_loops=to_count)
         plan.counting = _kernel(backend, timings, counting)
-        plan.guessable, plan.own_reverse = guessable, reverses
+        plan.guessable = guessable
     return plan
 
 
