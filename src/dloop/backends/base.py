@@ -15,7 +15,9 @@ Backend subclass: build, load, memory, launch). Everything else a backend needs 
   collective loops write and read their tapes with heap_store / heap_load.
 * execution: launch(artifact, n_threads, buffers) may return before the work is done;
   synchronize() waits for it. A backend whose launches finish before they return says so
-  (`synchronous`): the runtime then reads each launch's fault flags at once. release() must not free a buffer that queued work still uses.
+  (`synchronous`): the runtime then reads each launch's fault flags at once; on the others it
+  waits only where it must (a guessed launch, a host step, the call's end). release() must
+  not free a buffer that queued work still uses.
 * caps: what the device can do, read by legalization, the runtime and the renderers."""
 
 import ctypes
