@@ -355,8 +355,8 @@ def vjp(fun, *primals, has_aux=False):
     # An output (or aux) may be the very buffer a residual is: the caller changing it in
     # place (out += 1, y.add_()) before f_vjp would change the gradient. Hand out copies.
     fwd_out = fwd_out[:n_main] + res_vals + [
-        _private(v, res_vals) for v in fwd_out[n_main + len(residuals):]]
-    out_vals = [_private(v, res_vals) for v in fwd_out[:n_main]]
+        _private(v, res_vals, backend) for v in fwd_out[n_main + len(residuals):]]
+    out_vals = [_private(v, res_vals, backend) for v in fwd_out[:n_main]]
     bwd_program = compile_program(schedule(bwd, consts), backend, once=True)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
     out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
@@ -381,11 +381,12 @@ def vjp(fun, *primals, has_aux=False):
     return out, f_vjp
 
 
-def _private(value, residuals):
-    """value, copied where it may share memory with one of the residuals."""
+def _private(value, residuals, backend):
+    """value, copied where it may share memory with one of the residuals. A backend whose
+    arrays never reach the caller (Vulkan's) copies it to the host, as library.out would."""
     if any(value is r or (isinstance(value, np.ndarray) and isinstance(r, np.ndarray) and
                           np.may_share_memory(value, r)) for r in residuals):
-        return value.copy()
+        return backend.to_numpy(value) if backend.host_results else value.copy()
     return value
 
 
