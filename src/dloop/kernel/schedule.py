@@ -57,9 +57,8 @@ def schedule(graph, consts, name="f", split_sweeps=False):
             steps.append(HostStep(op))
             continue
         shape = fusion_shape(op)
-        if group is None or group.shape != shape or _needs_inputs_made_in(group, op) or (
-                split_sweeps and op.prim is prims.loop_bwd_p and
-                op.inputs[0] in {o for g in group.ops for o in g.outputs}):
+        if group is None or group.shape != shape or \
+                _needs_inputs_made_in(group, op, split_sweeps):
             group = KernelStep(f"{name}_k{len(steps)}", shape, [])
             steps.append(group)
         group.ops.append(op)
@@ -140,14 +139,17 @@ def _complex(op):
     return any(x.aval.dtype.kind == "c" for x in (*op.inputs, *op.outputs))
 
 
-def _needs_inputs_made_in(group, op):
+def _needs_inputs_made_in(group, op, split_sweeps=False):
     """Whether op reads, as a finished array, a value the group computes: a gathered table
-    (a kernel holds one element of each value, not the whole array), or a taped loop's bounds
-    (adstacks are sized from them when the kernel starts). Such an op starts a new kernel."""
+    (a kernel holds one element of each value, not the whole array), a taped loop's bounds
+    (adstacks are sized from them when the kernel starts), or with split_sweeps a reverse
+    sweep's tape. Such an op starts a new kernel."""
     made = {o for g in group.ops for o in g.outputs}
     whole = [x for pos, x in enumerate(op.inputs) if table_operand(op, pos)]
     if op.prim is prims.loop_tape_p:
         whole += op.inputs[:op.params["info"].n_bounds]
+    elif split_sweeps and op.prim is prims.loop_bwd_p:
+        whole.append(op.inputs[0])
     return any(x in made for x in whole)
 
 

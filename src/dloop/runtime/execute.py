@@ -234,7 +234,9 @@ class Execution:
             be.launch(plan.main.artifact, n, buffers)
             self._collect(plan.main, buffers, layouts)
             if self.guessed is plan:
-                self.sync()         # a guess that fell short is found before any use
+                # A guess that fell short is found before any later launch reads it,
+                # on a backend that queues launches too.
+                self.sync()
         for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
             outs[var] = buffers[buf].reshape(var.aval.shape) if n else \
@@ -326,17 +328,11 @@ class Execution:
         """{loop_id: trips} that the plan's counted loops are sized by without counting
         (guess.py), or None where they must be counted (or there are none). fixed: the
         launch's reading of config.adstack_capacity."""
-        if fixed is not None or not self.guessing or not self._may_guess(plan):
+        if fixed is not None or not self.guessing or not plan.guessable:
             return None
         if all(expr is not None for nest in plan.nests for expr in nest.exprs.values()):
             return None
         return guess.guess(plan, n, plan.counting.kernel.counters)
-
-    def _may_guess(self, plan):
-        """Whether the plan's counts may be guessed, and so must be remembered. A guessed
-        launch is waited for at once on a backend that queues launches (_kernel), so a short
-        stack is found before a later launch reads it."""
-        return plan.guessable
 
     def _guessed(self, plan):
         self.guessed = plan
@@ -360,7 +356,7 @@ class Execution:
         if to_count:
             if longest is None:
                 counted = self._count(plan, env, n)
-                if self._may_guess(plan):
+                if plan.guessable:           # its counts are the next guess
                     guess.remember(plan, n, counted)
                 caps.update(counted)
             else:
