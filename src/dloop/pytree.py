@@ -1,115 +1,201 @@
-"""Pytrees: arrays inside nested containers, flattened to leaves, through optree (the pytree
-library PyTorch uses). Tuples, lists, dicts (by sorted key), OrderedDicts (in order),
-namedtuples, None, dataclasses and registered classes are nodes; everything else is a leaf."""
+"""Pytrees: arrays inside nested containers, flattened to leaves. Tuples, lists, dicts (by
+sorted key, rebuilt in their own order), OrderedDicts and defaultdicts, deques, namedtuples,
+None, dataclasses and registered classes are nodes; everything else is a leaf.
+
+Written in Python rather than taken from optree (the pytree library PyTorch uses): a daemon
+thread inside optree's C++ code when the interpreter exits aborts the whole process, since
+Python before 3.14 ends such a thread by unwinding its stack, and C++ frames that may not
+throw call std::terminate on the way (a daemon thread calling a gradient in a loop aborted
+every exit). Flattening a carry costs microseconds against a call's tenths of milliseconds."""
 
 import dataclasses
+from collections import OrderedDict, defaultdict, deque
 
-import optree
-
-NAMESPACE = "dloop"
-_registered = set()
+_registered = {}                  # class -> (flatten_fn, unflatten_fn)
+_dataclass_fields = {}            # dataclass -> names of its __init__ fields
 
 
 class TreeDef:
-    """A tree's structure (an optree PyTreeSpec) with the few views dloop's messages use."""
-    __slots__ = ("spec",)
+    """A tree's structure. kind: "leaf", "none", "tuple", "list", "dict", "ordereddict",
+    "defaultdict", "deque", "namedtuple", "dataclass" or "custom"; node_type: the node's
+    class; meta: what else rebuilding it takes (a registered class's aux data, a
+    defaultdict's factory, a deque's maxlen); entries: a mapping's keys in flatten order, or
+    a namedtuple's or dataclass's field names. Equal structures compare and hash equal; a
+    dict's own key order (`order`) is kept only to rebuild and describe it."""
+    __slots__ = ("kind", "node_type", "meta", "entries", "children", "num_leaves", "order")
 
-    def __init__(self, spec):
-        self.spec = spec
+    def __init__(self, kind, node_type=None, meta=None, entries=None, children=(),
+                 order=None):
+        self.kind, self.node_type, self.meta, self.entries = kind, node_type, meta, entries
+        self.children = children
+        self.num_leaves = 1 if kind == "leaf" else sum(c.num_leaves for c in children)
+        self.order = order
 
-    # PyTreeKind is a pybind11 enum, not iterable in optree 0.13 to 0.16 (pyproject allows 0.13).
-    kind = property(lambda self: self.spec.kind.name.lower())
-    meta = property(lambda self: self.spec.type)
-    num_leaves = property(lambda self: self.spec.num_leaves)
-    children = property(lambda self: tuple(TreeDef(c) for c in self.spec.children()))
+    def same_node(self, other):
+        """Whether the two nodes match, apart from their children."""
+        return (self.kind == other.kind and self.node_type is other.node_type
+                and self.entries == other.entries and len(self.children) == len(other.children)
+                and _same(self.meta, other.meta))
 
     def __eq__(self, other):
-        return isinstance(other, TreeDef) and self.spec == other.spec
+        return isinstance(other, TreeDef) and self.same_node(other) and \
+            self.children == other.children
 
     def __hash__(self):
-        return hash(self.spec)
+        return hash((self.kind, self.node_type, self.entries, self.children))
 
     def __repr__(self):
         return describe(self)
 
 
+LEAF = TreeDef("leaf")
+
+
+def _same(a, b):
+    """Aux data compared as JAX does (==), where == gives one truth value."""
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):     # == of arrays: not one truth value
+        return False
+
+
 def register_pytree_node(cls, flatten_fn, unflatten_fn):
     """Make instances of `cls` nodes: flatten_fn(obj) -> (children, aux) and
     unflatten_fn(aux, children) -> obj, as in JAX."""
-    optree.register_pytree_node(cls, lambda obj: flatten_fn(obj),
-                                lambda aux, children: unflatten_fn(aux, list(children)),
-                                namespace=NAMESPACE)
-    _registered.add(cls)
-
-
-def _register_dataclass(cls):
-    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-    optree.register_pytree_node(
-        cls, lambda obj: (tuple(getattr(obj, n) for n in names), None, names),
-        lambda _, children: cls(**dict(zip(names, children))), namespace=NAMESPACE)
-    _registered.add(cls)
-
-
-def _register_dataclasses(x):
-    """Dataclass instances are nodes of their fields; their classes are registered on sight."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        if type(x) not in _registered:
-            _register_dataclass(type(x))
-        for f in dataclasses.fields(x):
-            _register_dataclasses(getattr(x, f.name))
-    elif isinstance(x, (list, tuple)):
-        for c in x:
-            _register_dataclasses(c)
-    elif isinstance(x, dict):
-        for c in x.values():
-            _register_dataclasses(c)
+    _registered[cls] = (flatten_fn, unflatten_fn)
 
 
 def flatten(tree):
     """Return (leaves, treedef)."""
-    _register_dataclasses(tree)
-    leaves, spec = optree.tree_flatten(tree, none_is_leaf=False, namespace=NAMESPACE)
-    return leaves, TreeDef(spec)
+    leaves = []
+    return leaves, _flatten(tree, leaves)
+
+
+def _flatten(x, leaves):
+    t = type(x)
+    if t is tuple or t is list:
+        return TreeDef(t.__name__, t, children=tuple(_flatten(c, leaves) for c in x))
+    if t is dict or t is defaultdict:
+        keys = _sorted_keys(x)
+        return TreeDef(t.__name__, t, x.default_factory if t is defaultdict else None,
+                       keys, tuple(_flatten(x[k], leaves) for k in keys), order=tuple(x))
+    if x is None:
+        return TreeDef("none", t)
+    node = _registered.get(t)
+    if node is not None:
+        children, aux = node[0](x)
+        return TreeDef("custom", t, aux,
+                       children=tuple(_flatten(c, leaves) for c in children))
+    if issubclass(t, tuple) and hasattr(t, "_fields"):
+        return TreeDef("namedtuple", t, entries=t._fields,
+                       children=tuple(_flatten(c, leaves) for c in x))
+    if t is OrderedDict:
+        keys = tuple(x)
+        return TreeDef("ordereddict", t, entries=keys,
+                       children=tuple(_flatten(x[k], leaves) for k in keys))
+    if t is deque:
+        return TreeDef("deque", t, x.maxlen, children=tuple(_flatten(c, leaves) for c in x))
+    if dataclasses.is_dataclass(t):
+        names = _dataclass_fields.get(t)
+        if names is None:
+            names = _dataclass_fields[t] = tuple(
+                f.name for f in dataclasses.fields(t) if f.init)
+        return TreeDef("dataclass", t, entries=names,
+                       children=tuple(_flatten(getattr(x, n), leaves) for n in names))
+    leaves.append(x)
+    return LEAF
+
+
+def _sorted_keys(mapping):
+    """Keys in sorted order, or in the mapping's own where they do not sort (1 and 'a')."""
+    try:
+        return tuple(sorted(mapping))
+    except TypeError:
+        return tuple(mapping)
 
 
 def unflatten(treedef, leaves):
-    return optree.tree_unflatten(treedef.spec, list(leaves))
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"{len(leaves)} leaves for a tree of {treedef.num_leaves}")
+    return _unflatten(treedef, iter(leaves))
+
+
+def _unflatten(td, leaves):
+    kind = td.kind
+    if kind == "leaf":
+        return next(leaves)
+    children = [_unflatten(c, leaves) for c in td.children]
+    if kind in ("tuple", "list"):
+        return td.node_type(children)
+    if kind in ("dict", "defaultdict"):
+        by_key = dict(zip(td.entries, children))
+        rebuilt = {k: by_key[k] for k in td.order}
+        return rebuilt if kind == "dict" else defaultdict(td.meta, rebuilt)
+    if kind == "none":
+        return None
+    if kind == "custom":
+        return _registered[td.node_type][1](td.meta, children)
+    if kind == "namedtuple":
+        return td.node_type(*children)
+    if kind == "ordereddict":
+        return OrderedDict(zip(td.entries, children))
+    if kind == "deque":
+        return deque(children, maxlen=td.meta)
+    return td.node_type(**dict(zip(td.entries, children)))         # a dataclass
 
 
 def leaf_paths(treedef, root="carry"):
     """Readable paths of the leaves, in flatten order: carry[1]['vel'], params.weights."""
-    return [accessor.codify(root) for accessor in treedef.spec.accessors()]
+    if treedef.kind == "leaf":
+        return [root]
+    return [path for k, child in enumerate(treedef.children)
+            for path in leaf_paths(child, _child_path(treedef, k, root))]
+
+
+def _child_path(td, k, root):
+    if td.kind in ("namedtuple", "dataclass"):
+        return f"{root}.{td.entries[k]}"
+    if td.entries is not None:
+        return f"{root}[{td.entries[k]!r}]"
+    return f"{root}[{k}]"
 
 
 def describe(td):
     """A short structure description for error messages: (*, [*], {'a': *})."""
-    text = str(td.spec)
-    text = text[len("PyTreeSpec("):-1]
-    return text.replace(f", namespace='{NAMESPACE}'", "")
+    kind = td.kind
+    if kind == "leaf":
+        return "*"
+    if kind == "none":
+        return "None"
+    parts = [describe(c) for c in td.children]
+    if kind == "tuple":
+        return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+    if kind == "list":
+        return f"[{', '.join(parts)}]"
+    name = td.node_type.__name__
+    if kind == "deque":
+        maxlen = "" if td.meta is None else f", maxlen={td.meta}"
+        return f"deque([{', '.join(parts)}]{maxlen})"
+    if td.entries is None:
+        meta = "" if td.meta is None else f"[{td.meta!r}]"
+        return f"{name}{meta}([{', '.join(parts)}])"
+    if kind in ("namedtuple", "dataclass"):
+        return f"{name}({', '.join(f'{e}={p}' for e, p in zip(td.entries, parts))})"
+    items = "{" + ", ".join(f"{e!r}: {p}" for e, p in zip(td.entries, parts)) + "}"
+    if kind == "dict":
+        return items
+    return f"{name}({td.meta!r}, {items})" if kind == "defaultdict" else f"{name}({items})"
 
 
 def first_difference(expected, got, root="carry"):
     """(path, what it was, what it became) at the first place two structures differ."""
-    a, b = expected.spec, got.spec
-    if a.kind != b.kind or a.type != b.type or a.num_children != b.num_children or \
-            a.entries() != b.entries():
+    if not expected.same_node(got):
         return root, describe(expected), describe(got)
-    if a.kind == optree.PyTreeKind.LEAF:
-        return None
-    for name, x, y in zip(_child_names(a, root), expected.children, got.children):
-        diff = first_difference(x, y, name)
+    for k, (x, y) in enumerate(zip(expected.children, got.children)):
+        diff = first_difference(x, y, _child_path(expected, k, root))
         if diff is not None:
             return diff
     return None
-
-
-def _child_names(spec, root):
-    """The path of each child of `spec`: from the first entry of its first leaf's accessor
-    (carry.vel, carry[1]), or from its entry where it has no leaves."""
-    names = [f"{root}[{e!r}]" for e in spec.entries()]
-    accessors, leaf = spec.accessors(), 0
-    for k, child in enumerate(spec.children()):
-        if child.num_leaves:
-            names[k] = optree.PyTreeAccessor((accessors[leaf][0],)).codify(root)
-        leaf += child.num_leaves
-    return names

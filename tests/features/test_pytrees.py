@@ -1,4 +1,4 @@
-"""Pytrees through optree: dataclass and namedtuple carries and parameters, OrderedDict kept,
+"""Pytrees: dataclass and namedtuple carries and parameters, OrderedDict kept,
 custom nodes registered with dloop.register_pytree_node; gradients against finite differences."""
 
 import dataclasses

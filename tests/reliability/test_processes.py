@@ -159,3 +159,24 @@ def test_fork_while_another_thread_compiles():
         stop.append(True)
     """)
     assert out.count("child 0 same True") == 6, out
+
+
+def test_exit_while_a_daemon_thread_computes():
+    """The interpreter exits while a daemon thread is inside gradient calls: Python before
+    3.14 ends that thread by unwinding its stack wherever it waits for the GIL, and inside
+    optree's C++ code (the pytree library dloop used) that aborted every such exit."""
+    for _ in range(2):
+        run_script("""
+            import threading, time
+            x = np.random.default_rng(0).random(100)
+            f = dl.grad(lambda p: (dl.fori_loop(0, 3, lambda i, v: v * p["a"][0] + p["b"][1],
+                                                p["a"][0]) ** 2).sum())
+            p = {"a": (x,), "b": [x, x]}
+            f(p)
+
+            def forever():
+                while True:
+                    f(p)
+            threading.Thread(target=forever, daemon=True).start()
+            time.sleep(0.05)
+        """)
