@@ -11,6 +11,9 @@ every exit). Flattening a carry costs microseconds against a call's tenths of mi
 import dataclasses
 from collections import OrderedDict, defaultdict, deque
 
+from .errors import DloopTypeError
+from .source import user_location
+
 _registered = {}                  # class -> (flatten_fn, unflatten_fn)
 _dataclass_fields = {}            # dataclass -> names of its __init__ fields
 
@@ -70,7 +73,13 @@ def register_pytree_node(cls, flatten_fn, unflatten_fn):
 def flatten(tree):
     """Return (leaves, treedef)."""
     leaves = []
-    return leaves, _flatten(tree, leaves)
+    try:
+        return leaves, _flatten(tree, leaves)
+    except RecursionError:
+        raise DloopTypeError(
+            "a pytree (the arguments, a loop's carry or a function's result) is nested deeper "
+            "than Python's recursion limit allows, or holds itself (a list appended to "
+            "itself): pass a tree of finite depth", user_location()) from None
 
 
 def _flatten(x, leaves):

@@ -40,6 +40,22 @@ def test_body_changes_nested_carry_structure_names_the_path(backend):
     check(e, dl.DloopTypeError, "E-path", "carry[1]['vel']", "(*, *)", "became *")
 
 
+def test_argument_that_holds_itself():
+    args = [X]
+    args.append(args)
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda t: t[0].sum())(args)  # E-cyclic-arg
+    check(e, dl.DloopTypeError, "E-cyclic-arg", "pytree", "holds itself")
+
+
+def test_carry_that_holds_itself():
+    carry = {"x": X}
+    carry["self"] = carry
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, 2, lambda i, c: c, carry)  # E-cyclic-carry
+    check(e, dl.DloopTypeError, "E-cyclic-carry", "pytree", "recursion limit")
+
+
 def test_body_changes_carry_shape(backend):
     with pytest.raises(dl.DloopTypeError) as e:
         dl.fori_loop(0, 3, lambda i, v: v[:2], X)  # E-shape
