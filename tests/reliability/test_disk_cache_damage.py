@@ -120,6 +120,30 @@ def test_size_cap_evicts_least_recently_used(tmp_path):
         assert cache.size() <= 3 * one
 
 
+def test_stores_under_the_cap_do_not_scan_the_cache(tmp_path, monkeypatch):
+    """Every store listed and stat'ed every cache file to enforce the cap: 0.2 s a compile
+    with 40,000 entries. A process now scans at its first store, and again only when its
+    stores would pass the cap, which still evicts the least recently used."""
+    import dloop as dl
+    scans = []
+    real_entries = cache.entries
+    monkeypatch.setattr(cache, "entries", lambda d=None: scans.append(d) or real_entries(d))
+    keys = [cache.key("test", k) for k in range(12)]
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=1 << 30):
+        for k in keys[:10]:
+            cache.store(k, bytes(1000), {})
+    assert len(scans) == 1
+    one = os.path.getsize(cache._path(keys[0], str(tmp_path)))
+    with dl.config.override(cache_dir=str(tmp_path), cache_max_bytes=11 * one):
+        cache.store(keys[10], bytes(1000), {})          # a new cap: scanned once
+        assert len(scans) == 2
+        os.utime(cache._path(keys[0], str(tmp_path)), (1000, 1000))
+        cache.store(keys[11], bytes(1000), {})          # past the cap: scanned, evicted
+        assert len(scans) == 3
+        assert cache.load(keys[0], {}) is None
+        assert all(cache.load(k, {}) is not None for k in keys[1:])
+
+
 def test_clear(tmp_path):
     run(tmp_path)
     assert cache.size(str(tmp_path)) > 0
