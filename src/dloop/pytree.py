@@ -16,6 +16,9 @@ from .source import user_location
 
 _registered = {}                  # class -> (flatten_fn, unflatten_fn)
 _dataclass_fields = {}            # dataclass -> names of its __init__ fields
+# Deeper trees are refused with a DloopTypeError (a container that holds itself reaches it
+# at once): the functions below recurse once or twice per level.
+MAX_DEPTH = 256
 
 
 class TreeDef:
@@ -25,7 +28,8 @@ class TreeDef:
     defaultdict's factory, a deque's maxlen); entries: a mapping's keys in flatten order, or
     a namedtuple's or dataclass's field names. Equal structures compare and hash equal; a
     dict's own key order (`order`) is kept only to rebuild and describe it."""
-    __slots__ = ("kind", "node_type", "meta", "entries", "children", "num_leaves", "order")
+    __slots__ = ("kind", "node_type", "meta", "entries", "children", "num_leaves", "order",
+                 "_hash")
 
     def __init__(self, kind, node_type=None, meta=None, entries=None, children=(),
                  order=None):
@@ -33,6 +37,7 @@ class TreeDef:
         self.children = children
         self.num_leaves = 1 if kind == "leaf" else sum(c.num_leaves for c in children)
         self.order = order
+        self._hash = hash((kind, node_type, entries, tuple(c._hash for c in children)))
 
     def same_node(self, other):
         """Whether the two nodes match, apart from their children."""
@@ -41,11 +46,20 @@ class TreeDef:
                 and _same(self.meta, other.meta))
 
     def __eq__(self, other):
-        return isinstance(other, TreeDef) and self.same_node(other) and \
-            self.children == other.children
+        """Node by node from a list, not by recursion: comparing tuples of children
+        recursed twice per level, past Python's limit for a tree flatten accepts."""
+        pending = [(self, other)]
+        while pending:
+            a, b = pending.pop()
+            if a is b:
+                continue
+            if not isinstance(b, TreeDef) or a._hash != b._hash or not a.same_node(b):
+                return False
+            pending.extend(zip(a.children, b.children))
+        return True
 
     def __hash__(self):
-        return hash((self.kind, self.node_type, self.entries, self.children))
+        return self._hash
 
     def __repr__(self):
         return describe(self)
@@ -77,52 +91,62 @@ def flatten(tree):
         return leaves, _flatten(tree, leaves)
     except RecursionError:
         raise DloopTypeError(
-            "a pytree (the arguments, a loop's carry or a function's result) is nested deeper "
-            "than Python's recursion limit allows, or holds itself (a list appended to "
-            "itself): pass a tree of finite depth", user_location()) from None
+            f"a pytree (the arguments, a loop's carry or a function's result) is nested "
+            f"deeper than {MAX_DEPTH} levels, or holds itself (a list appended to itself): "
+            "pass a shallower tree", user_location()) from None
 
 
-def _flatten(x, leaves):
+def _flatten(x, leaves, depth=0):
+    if depth > MAX_DEPTH:
+        raise RecursionError
+    depth += 1
     t = type(x)
     if t is tuple or t is list:
-        return TreeDef(t.__name__, t, children=tuple(_flatten(c, leaves) for c in x))
+        return TreeDef(t.__name__, t, children=tuple(_flatten(c, leaves, depth) for c in x))
     if t is dict or t is defaultdict:
         keys = _sorted_keys(x)
         return TreeDef(t.__name__, t, x.default_factory if t is defaultdict else None,
-                       keys, tuple(_flatten(x[k], leaves) for k in keys), order=tuple(x))
+                       keys, tuple(_flatten(x[k], leaves, depth) for k in keys), order=tuple(x))
     if x is None:
         return TreeDef("none", t)
     node = _registered.get(t)
     if node is not None:
         children, aux = node[0](x)
         return TreeDef("custom", t, aux,
-                       children=tuple(_flatten(c, leaves) for c in children))
+                       children=tuple(_flatten(c, leaves, depth) for c in children))
     if issubclass(t, tuple) and hasattr(t, "_fields"):
         return TreeDef("namedtuple", t, entries=t._fields,
-                       children=tuple(_flatten(c, leaves) for c in x))
+                       children=tuple(_flatten(c, leaves, depth) for c in x))
     if t is OrderedDict:
         keys = tuple(x)
         return TreeDef("ordereddict", t, entries=keys,
-                       children=tuple(_flatten(x[k], leaves) for k in keys))
+                       children=tuple(_flatten(x[k], leaves, depth) for k in keys))
     if t is deque:
-        return TreeDef("deque", t, x.maxlen, children=tuple(_flatten(c, leaves) for c in x))
+        return TreeDef("deque", t, x.maxlen,
+                       children=tuple(_flatten(c, leaves, depth) for c in x))
     if dataclasses.is_dataclass(t):
         names = _dataclass_fields.get(t)
         if names is None:
             names = _dataclass_fields[t] = tuple(
                 f.name for f in dataclasses.fields(t) if f.init)
         return TreeDef("dataclass", t, entries=names,
-                       children=tuple(_flatten(getattr(x, n), leaves) for n in names))
+                       children=tuple(_flatten(getattr(x, n), leaves, depth) for n in names))
     leaves.append(x)
     return LEAF
 
 
 def _sorted_keys(mapping):
-    """Keys in sorted order, or in the mapping's own where they do not sort (1 and 'a')."""
-    try:
-        return tuple(sorted(mapping))
-    except TypeError:
-        return tuple(mapping)
+    """Keys in sorted order; where they do not sort (1 and 'a'), by type and then key, or
+    by type and then repr: an order that never depends on how the dict was built."""
+    for order in (None, lambda k: (_type_name(k), k), lambda k: (_type_name(k), repr(k))):
+        try:
+            return tuple(sorted(mapping, key=order))
+        except TypeError:
+            continue
+
+
+def _type_name(k):
+    return type(k).__module__ + "." + type(k).__qualname__
 
 
 def unflatten(treedef, leaves):

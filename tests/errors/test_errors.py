@@ -53,7 +53,18 @@ def test_carry_that_holds_itself():
     carry["self"] = carry
     with pytest.raises(dl.DloopTypeError) as e:
         dl.fori_loop(0, 2, lambda i, c: c, carry)  # E-cyclic-carry
-    check(e, dl.DloopTypeError, "E-cyclic-carry", "pytree", "recursion limit")
+    check(e, dl.DloopTypeError, "E-cyclic-carry", "pytree", "deeper than 256 levels")
+
+
+def test_carry_nested_too_deep():
+    """A carry 300 lists deep passed flatten but its structure check ran out of Python's
+    recursion limit: a RecursionError instead of this error."""
+    carry = X
+    for _ in range(300):
+        carry = [carry]
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.fori_loop(0, 2, lambda i, c: c, carry)  # E-deep-carry
+    check(e, dl.DloopTypeError, "E-deep-carry", "pytree", "deeper than 256 levels")
 
 
 def test_body_changes_carry_shape(backend):

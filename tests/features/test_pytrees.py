@@ -85,3 +85,32 @@ def test_carry_structure_change_names_the_dataclass_field():
         return State(s.pos, (s.vel, s.vel))
     with pytest.raises(dl.DloopTypeError, match=r"(?s)carry\.vel.*test_pytrees.py"):
         dl.fori_loop(0, 2, body, State(X, X))
+
+
+def test_dict_keys_that_do_not_sort_are_one_structure_in_any_order():
+    """Keys 1 and 'a' do not sort: their order was the dict's own, so a body building the
+    same dict in another order was told it changed the carry's structure."""
+    def body(i, d):
+        return {"a": d["a"] * 2.0, 1: d[1] + 1.0}
+    out = dl.fori_loop(0, 3, body, {1: X, "a": X})
+    np.testing.assert_array_equal(out["a"], X * 8.0)
+    np.testing.assert_array_equal(out[1], X + 3.0)
+    _, pullback = dl.vjp(lambda x: {1: x * 2.0, "a": x * 3.0}, X)
+    (g,) = pullback({"a": np.ones(3), 1: np.ones(3)})
+    np.testing.assert_allclose(g, 5.0)
+
+
+def test_a_carry_nested_as_deep_as_allowed():
+    """dloop.pytree.MAX_DEPTH levels of lists (deeper is an error, tests/errors)."""
+    def nest(v, depth=dl.pytree.MAX_DEPTH):
+        for _ in range(depth):
+            v = [v]
+        return v
+
+    def innermost(t):
+        while isinstance(t, list):
+            t = t[0]
+        return t
+    g = dl.grad(lambda x: innermost(dl.fori_loop(0, N, lambda i, c: nest(innermost(c) * 1.5),
+                                                 nest(x))).sum())(X)
+    assert_close(g, 1.5 ** N, rtol=1e-14, atol=0)
