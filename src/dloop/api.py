@@ -281,6 +281,8 @@ def _value_and_grad(fun, argnums, has_aux, name):
         results = _run(graph, consts, arrays, transform,
                        kind=("grad", tuple(wrt), dropped), library=library)
         n_out = len(graph.outputs)
+        results = results[:n_out - dropped] + _distinct(
+            results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()))
         value = pytree.unflatten(out_td, [None] * dropped + results[:n_out - dropped])
         grads, cursor = [], n_out - dropped
         for k in nums:
@@ -369,8 +371,8 @@ def vjp(fun, *primals, has_aux=False):
                                  f"output, {expected}; got {ct_td}", user_location())
         cts = [_cotangent(c, a, user_location(), backend.name == "cuda")
                for c, a in zip(cts, out_shapes)]
-        grads = Execution(backend, fresh=False, heap=execution.heap).run(bwd_program,
-                                                                          res_vals + cts)
+        grads = _distinct(Execution(backend, fresh=False, heap=execution.heap).run(
+            bwd_program, res_vals + cts), res_vals + cts)
         return library.out(tuple(pytree.unflatten(
             positions[k][2], grads[positions[k][0]:positions[k][0] + positions[k][1]])
             for k in range(len(primals))))
@@ -379,6 +381,20 @@ def vjp(fun, *primals, has_aux=False):
         return out, f_vjp, library.out(pytree.unflatten(aux_td,
                                                         fwd_out[n_main + len(residuals):]))
     return out, f_vjp
+
+
+def _distinct(grads, others):
+    """The gradients, each its own array: one the program returns twice (the gradients of
+    a + b by a and by b) or that is also one of `others` (the value, an argument) is copied,
+    since NumPy users update gradients in place (g_a += ... changed g_b too)."""
+    taken = {id(x) for x in others}
+    out = []
+    for g in grads:
+        if id(g) in taken:
+            g = g.copy()
+        taken.add(id(g))
+        out.append(g)
+    return out
 
 
 def _private(value, residuals, backend):

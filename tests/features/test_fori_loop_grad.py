@@ -138,6 +138,23 @@ def test_value_and_grad_two_argnums(backend):
     assert_close(ga, finite_difference(lambda a: ref(x, a), a), rtol=1e-6)
 
 
+def test_gradients_that_are_one_value_are_separate_arrays(backend):
+    """The gradients of (a + b) by a and by b are one value of the program: both came back
+    as one array, and updating one in place (an optimizer's g_a *= lr) changed the other."""
+    a, b = np.linspace(0.1, 1.0, 5), np.linspace(1.0, 2.0, 5)
+
+    def loss(a, b):
+        return dl.fori_loop(0, 3, lambda i, v: v * 0.5, a + b).sum()
+    ga, gb = dl.grad(loss, argnums=(0, 1))(a, b)
+    _, pullback = dl.vjp(lambda a, b: a + b, a, b)
+    pa, pb = pullback(np.ones(5))
+    ga *= 2.0
+    pa *= 2.0
+    assert_close(ga, np.full(5, 0.25), rtol=0, atol=0)
+    assert_close(gb, np.full(5, 0.125), rtol=0, atol=0)
+    assert_close(pb, np.ones(5), rtol=0, atol=0)
+
+
 def test_float32(backend):
     rng = np.random.default_rng(3)
     x = rng.random(50).astype(np.float32)
