@@ -11,6 +11,8 @@ every exit). Flattening a carry costs microseconds against a call's tenths of mi
 import dataclasses
 from collections import OrderedDict, defaultdict, deque
 
+import numpy as np
+
 from .errors import DloopTypeError
 from .source import user_location
 
@@ -69,9 +71,13 @@ LEAF = TreeDef("leaf")
 
 
 def _same(a, b):
-    """Aux data compared as JAX does (==), where == gives one truth value."""
+    """Aux data compared as JAX does (==); NumPy arrays by dtype and values, where == gives
+    no single truth value (a node rebuilt with a copy of its array aux was another
+    structure)."""
     if a is b:
         return True
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b)
     try:
         return type(a) is type(b) and bool(a == b)
     except (TypeError, ValueError):     # == of arrays: not one truth value

@@ -114,3 +114,27 @@ def test_a_carry_nested_as_deep_as_allowed():
     g = dl.grad(lambda x: innermost(dl.fori_loop(0, N, lambda i, c: nest(innermost(c) * 1.5),
                                                  nest(x))).sum())(X)
     assert_close(g, 1.5 ** N, rtol=1e-14, atol=0)
+
+
+class Masked:
+    """A registered node whose aux data is an array (a mask the body rebuilds)."""
+
+    def __init__(self, value, mask):
+        self.value, self.mask = value, mask
+
+
+dl.register_pytree_node(Masked, lambda m: ((m.value,), m.mask),
+                        lambda mask, ch: Masked(ch[0], mask))
+
+
+def test_registered_node_with_an_array_as_aux_data():
+    """== of two arrays has no single truth value: a carry rebuilt with a copy of its mask
+    was refused as a change of structure."""
+    mask = X > 0.5
+
+    def loss(x):
+        out = dl.fori_loop(0, N, lambda i, m: Masked(np.where(m.mask, m.value * 2.0, m.value),
+                                                     m.mask.copy()), Masked(x, mask))
+        return out.value.sum()
+    g = dl.grad(loss)(X)
+    assert_close(g, np.where(mask, 2.0 ** N, 1.0), rtol=0, atol=0)
