@@ -282,7 +282,8 @@ def _value_and_grad(fun, argnums, has_aux, name):
                        kind=("grad", tuple(wrt), dropped), library=library)
         n_out = len(graph.outputs)
         results = results[:n_out - dropped] + _distinct(
-            results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()))
+            results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()),
+            _backend(library))
         value = pytree.unflatten(out_td, [None] * dropped + results[:n_out - dropped])
         grads, cursor = [], n_out - dropped
         for k in nums:
@@ -372,7 +373,7 @@ def vjp(fun, *primals, has_aux=False):
         cts = [_cotangent(c, a, user_location(), backend.name == "cuda")
                for c, a in zip(cts, out_shapes)]
         grads = _distinct(Execution(backend, fresh=False, heap=execution.heap).run(
-            bwd_program, res_vals + cts), res_vals + cts)
+            bwd_program, res_vals + cts), res_vals + cts, backend)
         return library.out(tuple(pytree.unflatten(
             positions[k][2], grads[positions[k][0]:positions[k][0] + positions[k][1]])
             for k in range(len(primals))))
@@ -383,7 +384,7 @@ def vjp(fun, *primals, has_aux=False):
     return out, f_vjp
 
 
-def _distinct(grads, others):
+def _distinct(grads, others, backend):
     """The gradients, each its own array: one the program returns twice (the gradients of
     a + b by a and by b) or that is also one of `others` (the value, an argument) is copied,
     since NumPy users update gradients in place (g_a += ... changed g_b too)."""
@@ -391,19 +392,26 @@ def _distinct(grads, others):
     out = []
     for g in grads:
         if id(g) in taken:
-            g = g.copy()
+            g = _copy(g, backend)
         taken.add(id(g))
         out.append(g)
     return out
 
 
 def _private(value, residuals, backend):
-    """value, copied where it may share memory with one of the residuals. A backend whose
-    arrays never reach the caller (Vulkan's) copies it to the host, as library.out would."""
+    """value, copied where it may share memory with one of the residuals."""
     if any(value is r or (isinstance(value, np.ndarray) and isinstance(r, np.ndarray) and
                           np.may_share_memory(value, r)) for r in residuals):
-        return backend.to_numpy(value) if backend.host_results else value.copy()
+        return _copy(value, backend)
     return value
+
+
+def _copy(value, backend):
+    """A copy of a result for the caller. A backend whose arrays never reach the caller
+    (Vulkan's, which have no copy()) copies it to the host, as library.out would."""
+    if backend.host_results and not isinstance(value, np.ndarray):
+        return backend.to_numpy(value)
+    return value.copy()
 
 
 def _snapshot(array):

@@ -153,6 +153,11 @@ def test_gradients_that_are_one_value_are_separate_arrays(backend):
     assert_close(ga, np.full(5, 0.25), rtol=0, atol=0)
     assert_close(gb, np.full(5, 0.125), rtol=0, atol=0)
     assert_close(pb, np.ones(5), rtol=0, atol=0)
+    # One computed value (on Vulkan a device array, which has no copy() of its own).
+    _, pullback = dl.vjp(lambda a, b: np.sin(a + b), a, b)
+    pa, pb = pullback(np.ones(5))
+    pa *= 2.0
+    assert_close(pb, np.cos(a + b), rtol=1e-15, atol=0)
 
 
 def test_float32(backend):
