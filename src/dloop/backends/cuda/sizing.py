@@ -122,7 +122,7 @@ def all_equal(pairs):
     on_device = []
     for old, new in pairs:
         if isinstance(old, np.ndarray) and isinstance(new, np.ndarray):
-            if not np.array_equal(old, new):
+            if not parallel.equal(old, new):      # as the host's sizing compares
                 return False
         elif all(isinstance(a, cupy.ndarray) and a.dtype.kind in "iu" and a.nbytes % 4 == 0
                  and a.flags.c_contiguous for a in (old, new)):
