@@ -11,6 +11,7 @@ buffers after launch() has returned or raised."""
 import itertools
 import os
 import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,11 @@ _MIN_CHUNK = 256
 # worker costs more than the work.
 _MIN_PARALLEL_FLAT = 1 << 16
 _CORES = os.cpu_count() or 1
+# A launch expected to take less than this on the calling thread alone (at the pace of its
+# kernel's last launch) starts there, and calls in the pool only once it has run this long:
+# waking the workers and waiting for them took 50 to 100 us on this project's 2-core machine,
+# so a loop kernel of 520 elements (a microsecond of work) took 56 us in parallel.
+_PARALLEL_NS = 150_000
 
 
 class _Job:
@@ -45,12 +51,25 @@ class _Job:
         self.cancelled = False
         self.running = 0
         self.idle = threading.Condition()
+        self.own_ns = self.own_elements = 0
 
-    def chunks(self):
-        for start in self.starts:
-            if start >= self.n or self.cancelled:
-                return
-            self.compiled.call(start, min(start + self.chunk, self.n), self.n, *self.addresses)
+    def chunks(self, until=None):
+        """Run chunks until none is left, or (until: a time.perf_counter_ns() deadline) until
+        the deadline passed with chunks left: then True. The calling thread's own pace is
+        kept in `own_ns` and `own_elements`."""
+        began = time.perf_counter_ns()
+        try:
+            for start in self.starts:
+                if start >= self.n or self.cancelled:
+                    return False
+                end = min(start + self.chunk, self.n)
+                self.compiled.call(start, end, self.n, *self.addresses)
+                self.own_elements += end - start
+                if until is not None and end < self.n and time.perf_counter_ns() > until:
+                    return True
+            return False
+        finally:
+            self.own_ns += time.perf_counter_ns() - began
 
     def work(self):
         """A pool worker's share."""
@@ -59,7 +78,7 @@ class _Job:
                 return
             self.running += 1
         try:
-            self.chunks()
+            self.chunks(until=None)
         finally:
             with self.idle:
                 self.running -= 1
@@ -131,6 +150,7 @@ class CpuBackend(HostMemory, Backend):
         artifact = load_object(binary, len(kernel.buffers))
         artifact.min_parallel = 2 * _MIN_CHUNK if self._has_loops(kernel) else \
             _MIN_PARALLEL_FLAT
+        artifact.ns_per_element = None     # the calling thread's pace at the last launch
         return artifact
 
     def cache_identity(self):
@@ -165,30 +185,45 @@ class CpuBackend(HostMemory, Backend):
             return
         job, futures = None, []
         try:
-            # Submitting under the lock: no other thread can shut this pool down meanwhile.
             with self._lock:
-                pool, workers = self._executor()
+                workers = self._executor()[1]
                 # Whole lane groups per chunk, so that the SIMD renderer's groups are the
                 # interleaved tapes' groups.
                 lanes = self.caps.tape_lanes
                 chunk = max(_MIN_CHUNK, -(-n_threads // (workers * 16)))
                 job = _Job(compiled, n_threads, -(-chunk // lanes) * lanes, addresses)
-                for _ in range(min(workers, -(-n_threads // job.chunk)) - 1):
-                    try:
-                        futures.append(pool.submit(job.work))
-                    except RuntimeError:
-                        # The interpreter is exiting (concurrent.futures' exit hook runs
-                        # before non-daemon threads are joined, and shuts pools down): the
-                        # calling thread runs the chunks that no worker took.
-                        self._pool = None
-                        break
-            job.chunks()        # the calling thread takes chunks too
+            pace = compiled.ns_per_element
+            start = time.perf_counter_ns()
+            if pace is None or n_threads * pace >= _PARALLEL_NS:
+                self._recruit(job, futures)
+                job.chunks()
+            elif job.chunks(until=start + _PARALLEL_NS):
+                # Slower than the last launch promised: the rest in parallel.
+                self._recruit(job, futures)
+                job.chunks()
+            if job.own_elements:
+                compiled.ns_per_element = job.own_ns / job.own_elements
             for f in futures:
                 f.result()      # interruptible: Ctrl-C arrives here or between chunks
         except BaseException:
             if job is not None:
                 job.cancel()
             raise
+
+    def _recruit(self, job, futures):
+        """Pool workers for `job`'s chunks, besides the calling thread."""
+        # Submitting under the lock: no other thread can shut this pool down meanwhile.
+        with self._lock:
+            pool, workers = self._executor()
+            for _ in range(min(workers, -(-job.n // job.chunk)) - 1):
+                try:
+                    futures.append(pool.submit(job.work))
+                except RuntimeError:
+                    # The interpreter is exiting (concurrent.futures' exit hook runs
+                    # before non-daemon threads are joined, and shuts pools down): the
+                    # calling thread runs the chunks that no worker took.
+                    self._pool = None
+                    break
 
 
 def host_helpers(ir_text, signatures):

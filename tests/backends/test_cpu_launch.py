@@ -1,0 +1,71 @@
+"""How the cpu backend spreads a launch over its thread pool: a launch its kernel's last
+pace says is short runs on the calling thread, and calls in the pool once it runs longer
+than that promised; the results are the same either way."""
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop.backends.base import available
+from dloop.backends.cpu import launch
+
+pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="needs the cpu backend")
+
+
+@pytest.fixture
+def recruits(monkeypatch):
+    """The element counts of the launches that called in pool workers."""
+    seen = []
+    real = launch.CpuBackend._recruit
+
+    def counting(self, job, futures):
+        seen.append(job.n)
+        return real(self, job, futures)
+    monkeypatch.setattr(launch.CpuBackend, "_recruit", counting)
+    with dl.config.override(backend="cpu", num_threads=2, cache_dir=""):
+        yield seen
+
+
+def _loss(n):
+    return lambda x: dl.fori_loop(0, n, lambda i, v: v * 0.5 + np.sin(v) * x, x).sum()
+
+
+def _reference_grad(x, n):
+    """The gradient of _loss by the chain rule, every element stepped while it runs."""
+    v, dv_dx = x.copy(), np.ones_like(x)
+    for t in range(int(n.max())):
+        run = t < n
+        v, dv_dx = (np.where(run, v * 0.5 + np.sin(v) * x, v),
+                    np.where(run, dv_dx * (0.5 + np.cos(v) * x) + np.sin(v), dv_dx))
+    return dv_dx
+
+
+def test_a_short_loop_kernel_runs_on_the_calling_thread(recruits, monkeypatch):
+    # A generous limit: a busy test machine may deschedule the first launch for a while.
+    monkeypatch.setattr(launch, "_PARALLEL_NS", 50_000_000)
+    x = np.linspace(0.1, 1.0, 600)
+    n = np.full(600, 3)
+    grad = dl.grad(_loss(n))
+    first = grad(x)           # no pace known yet: in parallel
+    assert recruits == [600]
+    second = grad(x)          # microseconds of work at the first launch's pace
+    assert recruits == [600]
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(second, _reference_grad(x, n), rtol=1e-12)
+
+
+def test_a_launch_longer_than_its_pace_promised_calls_in_the_pool(recruits, monkeypatch):
+    monkeypatch.setattr(launch, "_PARALLEL_NS", 2_000_000)
+    x = np.linspace(0.1, 1.0, 1024)
+    short, long = np.full(1024, 1), np.full(1024, 4000)
+    dl.grad(_loss(short))(x)
+    recruits.clear()
+    dl.grad(_loss(short))(x)
+    assert recruits == []
+    # The same kernel (trip counts are data), 4000 times the work (about 10 ms): it starts
+    # on the calling thread, and the pool takes over what is left.
+    got = dl.grad(_loss(long))(x)
+    assert recruits == [1024]
+    # (where v's fixed point is 0 the gradient decays below the smallest float, by the
+    # chain rule's order of products to 0 or to a subnormal)
+    np.testing.assert_allclose(got, _reference_grad(x, long), rtol=1e-10, atol=1e-300)
