@@ -4,9 +4,12 @@ code, `with dloop.config.override(name=value): ...`. Settings are process-wide."
 
 import contextlib
 import difflib
+import numbers
 import os
 import threading
 import warnings
+
+import numpy as np
 
 from .backends import TABLE as _BACKENDS
 from .errors import DloopValueError, DloopWarning
@@ -33,17 +36,26 @@ def _parse_optional_int(text):
     return None if text.strip().lower() in ("", "none") else _parse_int(text)
 
 
+def _integer(value):
+    """value as a Python int where it is an integer (np.int64 included) and not a bool."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
 def _check_capacity(value):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    number = _integer(value)
+    if number is None or not 0 <= number < 2 ** 63:
         raise DloopValueError(
-            f"adstack_capacity must be None (exact sizing) or a non-negative int, got {value!r}")
-    return value
+            f"adstack_capacity must be None (exact sizing) or a non-negative int below 2**63, "
+            f"got {value!r}")
+    return number
 
 
 def _check_backend(value):
-    if value is not None and value not in _BACKENDS:
+    if value is not None and (not isinstance(value, str) or value not in _BACKENDS):
         raise DloopValueError(
             f"backend must be one of {', '.join(_BACKENDS)} or None (chosen from the "
             f"inputs), got {value!r}")
@@ -56,11 +68,13 @@ MAX_THREADS = 1024
 
 
 def _check_threads(value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or not 1 <= value <= MAX_THREADS):
+    if value is None:
+        return None
+    number = _integer(value)
+    if number is None or not 1 <= number <= MAX_THREADS:
         raise DloopValueError(f"num_threads must be None (all cores) or an int from 1 to "
                               f"{MAX_THREADS}, got {value!r}")
-    return value
+    return number
 
 
 def _physical_memory():
@@ -77,8 +91,10 @@ MAX_BYTES = 1 << 56
 
 def _check_bytes(name):
     def check(value):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        number = _integer(value)
+        if number is None or number < 0:
             raise DloopValueError(f"{name} must be a non-negative int (bytes), got {value!r}")
+        value = number
         if value > MAX_BYTES:
             raise DloopValueError(f"{name} must be at most 2**56 bytes (64 PiB), got "
                                   f"{value:,}; no machine has that much memory")
@@ -107,7 +123,9 @@ def _check_flag(name):
                 return text in _TRUE
             raise DloopValueError(f"{name} must be a bool, or one of {', '.join(_TRUE)} / "
                                   f"{', '.join(repr(f) for f in _FALSE)}, got {value!r}")
-        return bool(value)
+        if isinstance(value, (bool, np.bool_)) or _integer(value) in (0, 1):
+            return bool(value)
+        raise DloopValueError(f"{name} must be a bool (or 0 or 1), got {value!r}")
     return check
 
 

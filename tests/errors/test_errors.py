@@ -204,6 +204,70 @@ def test_invalid_setting_values(backend):
     with pytest.raises(dl.DloopValueError) as e:
         dl.config.update("backend", "tpu")  # E-backend
     check(e, dl.DloopValueError, "E-backend", "interpret", "cpu", "cuda")
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("backend", ["cpu"])  # E-backend-type
+    check(e, dl.DloopValueError, "E-backend-type", "interpret", "cpu", "['cpu']")
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("adstack_capacity", 2 ** 63)  # E-capacity-range
+    check(e, dl.DloopValueError, "E-capacity-range", "below 2**63")
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.config.update("debug", 2)  # E-debug-type
+    check(e, dl.DloopValueError, "E-debug-type", "debug must be a bool")
+
+
+def test_integer_settings_take_numpy_integers():
+    with dl.config.override(adstack_capacity=np.int64(5), num_threads=np.int32(2),
+                            max_adstack_bytes=np.uint64(1 << 30)):
+        assert (dl.config.adstack_capacity, dl.config.num_threads,
+                dl.config.max_adstack_bytes) == (5, 2, 1 << 30)
+        assert all(type(getattr(dl.config, name)) is int
+                   for name in ("adstack_capacity", "num_threads", "max_adstack_bytes"))
+
+
+def test_array_from_outside_a_loop_updated_inside_it(backend):
+    def body_updates(x):
+        y = x * 2
+
+        def body(i, u):
+            y[0] *= 2.0  # E-outer-update
+            return u * 0.5
+        dl.fori_loop(0, N, body, x)
+        return y
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(body_updates)(X)
+    check(e, dl.DloopValueError, "E-outer-update", "outside this loop's body", "carry")
+
+    def view_updated(x):
+        v = x[1:]
+
+        def body(i, u):
+            v[0] = u[0]  # E-outer-view
+            return u + 1
+        dl.fori_loop(0, 2, body, x)
+        return x
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(view_updated)(X)
+    check(e, dl.DloopValueError, "E-outer-view", "outside this loop's body", "carry")
+
+    def cond_updates(x):
+        y = x * 1.0
+
+        def cond(u):
+            y[1:] += 1.0  # E-outer-cond
+            return u.sum() < 20
+        return dl.while_loop(cond, lambda u: u * 1.5, x), y
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(cond_updates)(X)
+    check(e, dl.DloopValueError, "E-outer-cond", "outside this loop's body", "carry")
+
+
+def test_cond_fun_updating_the_carry(backend):
+    def cond(u):
+        u += 1.0
+        return u.sum() < 20
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.jit(lambda x: dl.while_loop(cond, lambda u: u * 1.5, x))(X)  # E-cond-update
+    check(e, dl.DloopValueError, "E-cond-update", "cond_fun updated the carry", "body_fun")
 
 
 def test_shapes_that_do_not_broadcast(backend):

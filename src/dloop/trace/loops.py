@@ -92,6 +92,11 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     with Builder(parent) as cond_b:
         carries = [Tracer(cond_b, cond_b.new_input(_aval(x))) for x in leaves]
         pred = _check_pred(cond_fun(pytree.unflatten(treedef, carries)), src)
+        if any(t.version for t in carries):
+            raise DloopValueError(
+                "cond_fun updated the carry in place; NumPy's loop would keep that update, a "
+                "traced condition cannot: compute the condition without changing the carry, "
+                "and make the update in body_fun", src)
         cond = cond_b.finish([pred])
     cond_shape = ops.shape_of(pred)
     shape = _element_shape(cond_shape, leaves, treedef, src)

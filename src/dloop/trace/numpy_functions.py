@@ -161,6 +161,7 @@ def _sort_in_place(self, axis=-1, kind=None, order=None):
     # An update like x[...] = v: counts x's version (its views read the sorted values) and
     # writes x's base where x is a view.
     self.refresh()
+    self.check_updatable()
     self.rebind(sort(self, axis))
 
 

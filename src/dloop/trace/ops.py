@@ -492,6 +492,7 @@ def _in_place(symbol, fn):
     a view of; the result is cast to x's dtype where NumPy's same-kind rule allows."""
     def update(self, other):
         self.refresh()
+        self.check_updatable()
         new = fn(self, other)
         dt = result_dtype(new)
         if dt != self.dtype and not np.can_cast(dt, self.dtype, "same_kind"):

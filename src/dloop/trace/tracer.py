@@ -363,6 +363,7 @@ class Tracer:
     def __setitem__(self, key, value):
         from .updates import updated
         self.refresh()
+        self.check_updatable()
         self.rebind(updated(self, key, value))
 
     def __getattr__(self, name):
@@ -373,6 +374,19 @@ class Tracer:
         raise DloopAttributeError(f"traced arrays have no method or attribute '{name}' (NumPy's "
                                   f"ndarray.{name}); use the array namespace's functions "
                                   "instead (x.__array_namespace__())", user_location())
+
+    def check_updatable(self):
+        """Before an update in place: an array of an enclosing trace (the function around a
+        loop body or condition being traced) cannot be, since NumPy's loop would update it
+        at every iteration and the trace would update it once."""
+        current = current_builder()
+        if current is not None and current is not self.builder and \
+                self.builder.is_ancestor_of(current):
+            raise DloopValueError(
+                "an array made outside this loop's body (or condition) is updated in place "
+                "inside it: NumPy would update it at every iteration, a traced loop cannot. "
+                "Make it part of the loop's carry and return the updated array from the body",
+                user_location())
 
     def rebind(self, new):
         """This array, updated in place, now stands for `new`, and so does the array it is a
