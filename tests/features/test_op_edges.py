@@ -99,6 +99,22 @@ def test_shift_divmod_and_expand_dims_spellings(backend):
     assert dl.jit(lambda y: np.expand_dims(y, -1))(y).shape == (2, 3, 1)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_shifts_by_counts_outside_the_bit_width_as_numpy(backend, dtype):
+    """NumPy fills >> with the sign for a negative count as for one past the width (dloop
+    gave 0 for -8 >> -1), and << gives 0 for both."""
+    v = np.array([-8, 8, -1, 0, 5, -5, 7], dtype)
+    s = np.array([-1, -1, 70, -70, 64, 63, 2], dtype)
+    for fn in (lambda v, s: v >> s, lambda v, s: v << s):
+        np.testing.assert_array_equal(dl.jit(fn)(v, s), fn(v, s))
+    n = np.array([1, 2, 3, 1, 2, 3, 1])
+    fn = lambda v, s: dl.fori_loop(0, n, lambda i, c: (c >> s) + (c << s), v)  # noqa: E731
+    expected = v.copy()
+    for i in range(n.max()):
+        expected = np.where(i < n, (expected >> s) + (expected << s), expected)
+    np.testing.assert_array_equal(dl.jit(fn)(v, s), expected)
+
+
 def test_numpy_vecdot_a_ufunc_in_numpy_2(backend):
     a, b = np.arange(6.0).reshape(2, 3), np.array([1.0, -2.0, 0.5])
     assert_close(dl.jit(np.vecdot)(a, b), np.vecdot(a, b), rtol=1e-15)

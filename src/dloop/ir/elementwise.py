@@ -27,15 +27,16 @@ def _int_div(fn):
 
 
 def _shift(fn):
-    """Shifts by a negative count or by the bit width or more give 0 (-1 for >> of a
-    negative), the same on every backend."""
+    """NumPy's shifts by a count outside [0, bit width): 0 for <<, the sign (0 or -1) for
+    >>, the same on every backend (C leaves them undefined)."""
     def shift(a, b):
         a, b = np.asarray(a), np.asarray(b)
         bits = a.dtype.itemsize * 8
-        out = fn(a, np.clip(b, 0, bits - 1))
+        outside = (b < 0) | (b >= bits)
+        out = fn(a, np.where(outside, bits - 1, b))
         if fn is np.left_shift:
-            return np.where((b < 0) | (b >= bits), 0, out).astype(a.dtype)
-        return np.where(b < 0, 0, out).astype(a.dtype)
+            return np.where(outside, 0, out).astype(a.dtype)
+        return out.astype(a.dtype)
     return shift
 
 

@@ -279,15 +279,15 @@ def _int_divmod(e, x, y):
 
 
 def _shift(left):
-    """Amounts below 0 give 0; amounts of the bit width or more give 0 for <<, and the
-    sign (0 or -1) for >>, as ir/semantics.py."""
+    """Amounts outside [0, bit width) give 0 for <<, and the sign (0 or -1) for >>, as
+    NumPy's and ir/elementwise.py's."""
     def rule(e, x, n):
         bits = x.dtype.itemsize * 8
-        negative = n < 0
-        amount = e.select(negative, 0, e.select(n >= bits, bits - 1, n))
+        outside = (n < 0) | (n >= bits)
+        amount = e.select(outside, bits - 1, n)
         if left:
-            return e.select(negative | (n >= bits), 0, e.op("ishl", x, amount))
-        return e.select(negative, 0, e.op("ishr", x, amount))
+            return e.select(outside, 0, e.op("ishl", x, amount))
+        return e.op("ishr", x, amount)
     return rule
 
 
