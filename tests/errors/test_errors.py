@@ -123,6 +123,17 @@ def test_body_mixes_elements_under_per_element_bounds(backend):
     check(e, dl.DloopValueError, "E-mixing", "mixes elements", "scalar bounds")
 
 
+def test_body_with_an_op_that_has_no_per_element_form(backend):
+    table = np.array([-1.0, 0.0, 1.0, 2.0])
+
+    def body(i, v):
+        return v * 0.5 + np.searchsorted(table, v) * 0.1  # E-no-element-form
+    with pytest.raises(dl.DloopValueError) as e:
+        dl.fori_loop(0, N, body, X)
+    check(e, dl.DloopValueError, "E-no-element-form", "'searchsorted'",
+          "no per-element form yet", "before or after the loop")
+
+
 def test_body_gathers_from_the_carry(backend):
     def body(i, v):
         return v + v[np.array([3, 2, 1, 0])]  # E-mix-gather

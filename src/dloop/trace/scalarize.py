@@ -154,10 +154,11 @@ def mixing_error(err, per_element, loop_src):
         return complex_error(err.what, where)
     if per_element:
         return DloopValueError(
-            f"the body of this per-element loop mixes elements: it uses {err.what}. Under "
+            f"the body of this per-element loop uses {err.what}, which dloop runs only on "
+            "whole arrays: it mixes elements, or has no per-element form yet. Under "
             "per-element bounds element j may depend only on element j of the carry and on "
-            "loop-invariant arrays; use scalar bounds (a collective loop) for bodies that "
-            "combine elements", where)
+            "loop-invariant arrays; use scalar bounds (a collective loop) for such a body, or "
+            "compute that part before or after the loop", where)
     return DloopNotImplementedError(
         f"this loop body combines elements of the carry ({err.what}); collective loop bodies "
         "are not supported yet: keep the body elementwise in the carry", where)
