@@ -300,11 +300,20 @@ def cbrt(x):
     (x,) = _float(x)
     zero = _eq(x, 0.0)
     ax = ops.unary("abs", _safe(zero, 1.0, x))
-    root = ops.power(ax, 1.0 / 3.0)
+    # Far from 1, |x| is scaled by 2^(-/+3k) and the root by 2^(+/-k), exactly: r^3 of the
+    # Newton step overflowed near the largest float (cbrt(3.4e38f) was inf), and subnormals
+    # kept too few bits (cbrt(5e-324) was 62 ulps off).
+    k = 32 if ops.result_dtype(x) == np.float32 else 300
+    large, small = _lt(2.0 ** (3 * k), ax), _lt(ax, 2.0 ** (-3 * k))
+    scaled = where(large, ops.multiply(ax, 2.0 ** (-3 * k)),
+                   where(small, ops.multiply(ax, 2.0 ** (3 * k)), ax))
+    root = ops.power(scaled, 1.0 / 3.0)
     # One Newton step on r^3 = |x| takes pow's rounding of 1/3 out of the result.
     refined = ops.subtract(root, ops.divide(ops.subtract(ops.multiply(ops.multiply(
-        root, root), root), ax), ops.multiply(ops.multiply(root, root), 3.0)))
-    root = where(_lt(ax, math.inf), refined, root)
+        root, root), root), scaled), ops.multiply(ops.multiply(root, root), 3.0)))
+    root = where(_lt(scaled, math.inf), refined, root)
+    root = where(large, ops.multiply(root, 2.0 ** k),
+                 where(small, ops.multiply(root, 2.0 ** -k), root))
     return where(zero, x, ops.binary("copysign", root, x, float_only=True))
 
 
