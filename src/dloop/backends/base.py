@@ -119,11 +119,17 @@ def get_backend(name):
                 raise DloopValueError(why)
             row = TABLE[name]
             _instances[name] = getattr(importlib.import_module(row.module), row.cls)()
-        return _instances[name]
+        backend = _instances[name]
+    backend.check_settings()
+    return backend
 
 
 class Backend:
     name = None
+
+    def check_settings(self):
+        """Raise a DloopError where a setting this backend read once, when it started, has
+        changed since (the change would be silently ignored)."""
     caps = Caps()
     xp = np
     synchronous = False

@@ -141,6 +141,44 @@ def test_float64_math_without_int64_is_refused_clearly(masked):
     assert HERE in e.value.where
 
 
+def test_float64_table_gradients_without_int64_or_float64_atomics_are_refused(masked):
+    """The compare-exchange on a float64's bits needs 64-bit integers: the shader bitcast a
+    32-bit integer to a double (VkErrorUnknown from the driver, not a DloopError)."""
+    masked("int64,float_atomics")
+    coef = np.linspace(0.1, 1.0, 8)
+    n = np.array([0, 1, 2, 3])
+    loss = lambda c: dl.fori_loop(0, n, lambda i, v: v + c[i], np.zeros(4)).sum()  # noqa
+    with pytest.raises(DloopNotImplementedError, match="shaderInt64") as e:
+        dl.grad(loss)(coef)
+    assert HERE in e.value.where and "float32" in str(e.value)
+    g = dl.grad(lambda c: loss(c).astype(np.float32))(coef.astype(np.float32))
+    np.testing.assert_array_equal(g, [3, 2, 1, 0, 0, 0, 0, 0])
+
+
+def test_pow_of_minus_one_to_infinity_without_float64(masked):
+    """C99 and NumPy give 1; GLSL's pow(1, inf) is NaN on lavapipe."""
+    masked("float64")
+    x = np.array([-1.0, -1.0, 1.0, 1.0, 2.0, 0.5], np.float32)
+    y = np.array([np.inf, -np.inf, np.inf, np.nan, np.inf, np.inf], np.float32)
+    n = np.ones(x.size, np.int64)
+    got = dl.fori_loop(0, n, lambda i, c: (c[0], c[1], c[0] ** c[1]),
+                       (x, y, np.zeros_like(x)))[2]
+    np.testing.assert_array_equal(got, x ** y)
+
+
+def test_changing_the_device_settings_after_the_device_opened_is_refused(monkeypatch):
+    get_backend("vulkan")
+    opened = dl.config.vulkan_mask
+    monkeypatch.setitem(vars(dl.config), "vulkan_mask", "float64" if not opened else None)
+    with pytest.raises(DloopValueError, match="read once") as e:
+        with dl.config.override(backend="vulkan"):
+            dl.jit(lambda x: x * 2.0)(np.ones(3))
+    assert HERE in e.value.where and "new process" in str(e.value)
+    monkeypatch.setitem(vars(dl.config), "vulkan_mask", opened)
+    with dl.config.override(backend="vulkan"):
+        np.testing.assert_array_equal(dl.jit(lambda x: x * 2.0)(np.ones(3)), 2.0)
+
+
 def test_offsets_past_32_bits_are_refused(masked):
     be = masked("int64")
     small = be.zeros((4,), np.float32)

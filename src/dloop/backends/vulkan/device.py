@@ -261,6 +261,7 @@ def _size_class(nbytes):
 class Device:
     def __init__(self):
         choice, mask, self.validate = settings()
+        self.chosen = (choice, mask)
         self.instance = _instance()
         pds = vk.vkEnumeratePhysicalDevices(self.instance)
         if not pds:

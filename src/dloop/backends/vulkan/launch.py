@@ -86,6 +86,21 @@ class VulkanBackend(Backend):
             return False, f"backend 'vulkan': {e}"
         return True, ""
 
+    def check_settings(self):
+        """The device was opened with the vulkan_device and vulkan_mask of that moment."""
+        try:
+            now = vkdevice.settings()[:2]
+        except vkdevice.VulkanUnavailable as e:
+            raise DloopValueError(str(e), user_location()) from None
+        if now != self.device.chosen:
+            choice, mask = self.device.chosen
+            raise DloopValueError(
+                f"vulkan_device and vulkan_mask are read once, when dloop opens the Vulkan "
+                f"device (here {self.features.name}, opened with vulkan_device={choice!r}, "
+                f"vulkan_mask={','.join(sorted(mask)) or None!r}); changed since, they would "
+                "be ignored: set them before the first Vulkan call, or start a new process",
+                user_location())
+
     def __init__(self, device=None):
         """device: a device.Device (tests make ones with masked features); the default is
         chosen by the vulkan_device / vulkan_mask settings."""

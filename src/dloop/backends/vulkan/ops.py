@@ -317,7 +317,8 @@ def _atan2(r, y, x):
 
 def _pow(r, x, y):
     """C99 pow from GLSL's pow of |x| (defined for |x| > 0): the sign for negative x and odd
-    integer y, NaN for negative x and non-integer y, pow(x, 0) = pow(1, y) = 1, and zeros."""
+    integer y, NaN for negative x and non-integer y, pow(x, 0) = pow(1, y) = pow(-1, +-inf)
+    = 1, and zeros."""
     f32 = np.dtype(np.float32)
     fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
     c = lambda v: r.const(v, f32)     # noqa: E731
@@ -340,8 +341,10 @@ def _pow(r, x, y):
               out)
     either_nan = fn.op("LogicalOr", b, fn.op("IsNan", b, x), fn.op("IsNan", b, y))
     out = sel(either_nan, fn.op("FAdd", t, x, y), out)      # lavapipe's pow(NaN, 3) is 0
-    one = fn.op("LogicalOr", b, fn.op("FOrdEqual", b, y, c(0.0)),
-                fn.op("FOrdEqual", b, x, c(1.0)))
+    # C99's pow(-1, +-inf) is 1 too (lavapipe's pow(1, inf) is NaN).
+    unit_inf = fn.op("LogicalAnd", b, fn.op("FOrdEqual", b, ax, c(1.0)), fn.op("IsInf", b, y))
+    one = fn.op("LogicalOr", b, fn.op("LogicalOr", b, fn.op("FOrdEqual", b, y, c(0.0)),
+                                      fn.op("FOrdEqual", b, x, c(1.0))), unit_inf)
     return sel(one, c(1.0), out)
 
 

@@ -14,8 +14,10 @@ import struct
 
 import numpy as np
 
+from ...errors import DloopNotImplementedError
 from ...kernel import kir
 from ...kernel.core import runs_once
+from ...source import user_location
 from . import ops
 from . import spirv as S
 from .assembler import Function, Module
@@ -90,17 +92,23 @@ class Renderer:
             return np.dtype(np.int32)
         if dtype == np.int64 and not self.f.int64:
             return np.dtype(np.int32)
-        if np.issubdtype(dtype, np.floating) and self._atomic_target(index) and \
-                not self._native_float_atomic(dtype):
+        adds = self._atomic_adds(index)
+        if np.issubdtype(dtype, np.floating) and adds and not self._native_float_atomic(dtype):
+            if dtype.itemsize == 8 and not self.f.int64:
+                raise DloopNotImplementedError(
+                    f"the gradient of a float64 table read inside a loop body is added "
+                    f"atomically, and Vulkan device {self.f.name} has neither atomic adds of "
+                    "float64 nor shaderInt64 for a compare-exchange on its bits; use "
+                    "float32, or a device with either", adds[0].src or user_location())
             return np.dtype(np.int64 if dtype.itemsize == 8 else np.int32)
         return dtype
 
     def _native_float_atomic(self, dtype):
         return self.f.float64_atomic_add if dtype.itemsize == 8 else self.f.float32_atomic_add
 
-    def _atomic_target(self, index):
-        return any(isinstance(s, kir.AtomicAdd) and s.buf == index
-                   for s in kir.statements(self.k.body))
+    def _atomic_adds(self, index):
+        return [s for s in kir.statements(self.k.body)
+                if isinstance(s, kir.AtomicAdd) and s.buf == index]
 
     def _buffer(self, k, dtype):
         m = self.m
