@@ -325,9 +325,9 @@ def vulkan_without_float64(monkeypatch):
 @pytest.mark.parametrize("op", NARROW)
 def test_float32_code_on_a_vulkan_device_without_float64(op, vulkan_without_float64):
     """On such a device (lavapipe, masked) float32 sin and cos below 4096, atan, atan2, asin,
-    acos, exp, log, expm1 and log1p are mathlib32's: 1 ulp at most from the correctly rounded result, where
-    GLSL's may be 2^-11 (sin), 4096 ulps (atan), 3 + 2|x| ulps (exp) or 2^-21 (log near 1)
-    off; larger sin and cos arguments are GLSL's."""
+    acos, exp, log, expm1, log1p and hyperbolic ones are mathlib32's: 1 ulp at most from the
+    correctly rounded result, where GLSL's may be 2^-11 (sin), 4096 ulps (atan), 3 + 2|x|
+    ulps (exp) or 2^-21 (log near 1) off; larger sin and cos arguments are GLSL's."""
     be = vulkan_without_float64
     assert (op, "float32") not in be.caps.native_math
     args = [a[:200_000] for a in inputs(op, "float32")]

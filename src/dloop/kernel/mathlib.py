@@ -621,7 +621,8 @@ def acos(e, x):
 
 def _half_exp(e, ax):
     """(e^ax, e^ax / 2) for ax >= 0, each rounded once."""
-    em, k, _ = _exp_reduce(e, _min(e, ax, 711.0))
+    # Past the format's exp range, where e^ax / 2 overflows too (711 for float64).
+    em, k, _ = _exp_reduce(e, _min(e, ax, FORMATS[ax.dtype].exp_range[1] + 1.0))
     return _scale(e, 1.0 + em, k), _scale(e, 1.0 + em, k - 1)
 
 
@@ -657,7 +658,7 @@ def _tanh_small(e, ax):
     plain quotient loses up to 3 ulps here."""
     r = 2.0 * ax
     eh, el = _two_sum(r, r * r * _poly(r, TANH_EXP_SERIES))
-    dh, dl = _two_sum(e.const(2.0, F64), eh)
+    dh, dl = _two_sum(e.const(2.0, ax.dtype), eh)
     dl = dl + el
     q = eh / dh
     p, pe = _two_prod(q, dh)

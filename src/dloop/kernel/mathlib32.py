@@ -1,9 +1,10 @@
 """STAGE 4 — float32 sin and cos computed mostly in float32, for backends that expand them
 (legalize.py): Vulkan, whose GLSL.std.450 sin may be 2^-11 off; and on devices without
-float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp, log, expm1 and log1p in
-float32. mathlib's float32 functions widen to float64 and take its double-double reduction
-and series to x^17: about 100 float64 operations for sin and cos, each at float64's rate
-(half of float32's on an H100, a sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
+float64, atan, atan2, asin, acos (GLSL allows them 4096 ulps), exp, log, expm1, log1p, and
+the hyperbolic functions and their inverses in float32. mathlib's float32 functions widen to
+float64 and take its double-double reduction and series to x^17: about 100 float64
+operations for sin and cos, each at float64's rate (half of float32's on an H100, a
+sixteenth or less on consumer GPUs). Here, for |x| < LIMIT:
 
 * k = round(x 2/pi) and r = x - k pi/2 in float64, with pi/2 in two parts of 41 bits: k has
   at most 12 bits, so each k * part is exact, and so is x - k * part1 (Sterbenz); the one
@@ -206,10 +207,11 @@ def acos(e, x):
     return _atan2(e, ch, x, y_lo=cl)
 
 
-# Without float64 only: with it, mathlib's widened code rounds once. exp and its kin are
-# mathlib's own code, in float32's format (mathlib.FORMATS).
+# Without float64 only: with it, mathlib's widened code rounds once. exp, log and the
+# hyperbolic functions are mathlib's own code, in float32's format (mathlib.FORMATS).
 NARROW = {"atan": atan, "atan2": _atan2, "asin": asin, "acos": acos, "exp": m.exp,
-          "log": m.log, "expm1": m.expm1, "log1p": m.log1p}
+          "log": m.log, "expm1": m.expm1, "log1p": m.log1p, "sinh": m.sinh, "cosh": m.cosh,
+          "tanh": m.tanh, "asinh": m.asinh, "acosh": m.acosh, "atanh": m.atanh}
 
 
 def _has_float64(caps):

@@ -166,6 +166,21 @@ def test_pow_of_minus_one_to_infinity_without_float64(masked):
     np.testing.assert_array_equal(got, x ** y)
 
 
+@pytest.mark.parametrize("fn", [np.sinh, np.cosh, np.tanh, np.arcsinh, np.arccosh, np.arctanh])
+def test_hyperbolic_functions_without_float64_at_the_ends_of_their_range(masked, fn):
+    """mathlib's code in float32, not GLSL's: tanh(1e-30) was 3e-8, arcsinh(1e20) inf and
+    sinh(89.4) inf (a finite 3.35e38)."""
+    masked("float64")
+    x = np.array([1e-30, -1e-10, 1e-5, 0.3, 0.99999, 2.5, -3.0, 20.0, 88.7, 89.4, -89.4,
+                  89.5, 1e20, -1e20], np.float32)
+    got = dl.fori_loop(0, np.ones(x.size, np.int64), lambda i, v: fn(v), x)
+    with np.errstate(all="ignore"):
+        want = fn(x.astype(np.float64)).astype(np.float32)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    near = np.abs(got.astype(np.float64) - want) <= np.spacing(np.abs(want))
+    assert np.all(same | near), (x[~(same | near)], got[~(same | near)], want[~(same | near)])
+
+
 def test_changing_the_device_settings_after_the_device_opened_is_refused(monkeypatch):
     get_backend("vulkan")
     opened = dl.config.vulkan_mask

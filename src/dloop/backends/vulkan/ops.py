@@ -41,8 +41,8 @@ def native_math(features):
     has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
     float64, rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend;
     GLSL serves only devices without it, and there not sin, cos (below 4096), atan, atan2,
-    asin, acos (GLSL's 4096 ulps), exp, log, expm1 and log1p, which mathlib32 computes in
-    float32."""
+    asin, acos (GLSL's 4096 ulps), exp, log, expm1, log1p and the hyperbolic functions and
+    their inverses, which mathlib32 computes in float32."""
     if features.float64:
         return frozenset()
     return frozenset((op, "float32") for op in NATIVE32 if op not in FLOAT32_SOFTWARE)
