@@ -75,16 +75,18 @@ def test_float64_on_a_device_without_it_names_dtype_device_and_fix(masked):
 
 
 def test_float32_works_without_float64_its_math_from_mathlib32_and_glsl(masked):
-    """sin and log1p from kernel/mathlib32.py, tanh from GLSL (which Vulkan lets be loose)."""
+    """sin, log1p and tanh from kernel/mathlib32.py, log2 from GLSL (which Vulkan lets be
+    loose)."""
     be = masked("float64")
-    assert ("tanh", "float32") in be.caps.native_math
+    assert ("log2", "float32") in be.caps.native_math
     assert ("sin", "float32") not in be.caps.native_math        # mathlib32's below 4096
     assert ("log1p", "float32") not in be.caps.native_math      # mathlib32's
+    assert ("tanh", "float32") not in be.caps.native_math       # mathlib32's
     x = np.linspace(0.1, 1.2, 16).astype(np.float32)
     n = np.arange(16) % 5
 
     def body(v, x, xp):
-        return xp.sin(v) * x + xp.log1p(v * v) + 0.1 * xp.tanh(v)
+        return xp.sin(v) * x + xp.log1p(v * v) + 0.1 * xp.tanh(v) + 0.01 * xp.log2(v + 1.0)
 
     def loss(x):
         return dl.fori_loop(0, n, lambda i, v: body(v, x, np), x).sum()
