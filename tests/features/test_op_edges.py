@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import dloop as dl
+from dloop.backends.base import get_backend
 from helpers import assert_close, finite_difference
 
 
@@ -188,6 +189,9 @@ def test_cbrt_in_a_loop_body_at_the_ends_of_the_range(backend, dtype, values):
     """The per-element cbrt's Newton step cubed its root: cbrt(3.4e38f) was inf, and
     cbrt(5e-324) 62 ulps off. Within 1 ulp of NumPy's, and its gradient 1 / (3 cbrt(x)^2)."""
     x = np.array(values, dtype)
+    if dtype == np.float32 and backend == "vulkan" and \
+            not get_backend("vulkan").features.denorm_preserve32:
+        x = x[(x == 0) | (np.abs(x) >= np.finfo(dtype).tiny)]   # NVIDIA's flushes them
     ones = np.ones(x.size, np.int64)
     got = dl.fori_loop(0, ones, lambda i, w: np.cbrt(w), x)
     want = np.cbrt(x)
