@@ -201,6 +201,15 @@ def jit(fun):
     return jitted
 
 
+def _plain_argnums(argnums):
+    """NumPy integers as Python ints (argnums=np.int64(1), as from np.arange)."""
+    if isinstance(argnums, np.integer):
+        return int(argnums)
+    if isinstance(argnums, (tuple, list)):
+        return tuple(int(k) if isinstance(k, np.integer) else k for k in argnums)
+    return argnums
+
+
 def _check_argnums(argnums, where):
     nums = (argnums,) if isinstance(argnums, int) else argnums
     if not isinstance(nums, (tuple, list)) or not nums or \
@@ -258,6 +267,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 def _value_and_grad(fun, argnums, has_aux, name):
     where = user_location()
     _check_fun(fun, name, where)
+    argnums = _plain_argnums(argnums)
     _check_argnums(argnums, where)
 
     @functools.wraps(fun)

@@ -136,6 +136,11 @@ def test_value_and_grad_two_argnums(backend):
     assert_close(value, ref(x, a), rtol=1e-12)
     assert_close(gx, finite_difference(lambda x: ref(x, a), x), rtol=1e-6)
     assert_close(ga, finite_difference(lambda a: ref(x, a), a), rtol=1e-6)
+    # argnums as NumPy integers, as np.arange makes them (refused before)
+    _, (gx2, ga2) = dl.value_and_grad(f, argnums=(np.int64(0), np.int32(1)))(x, a)
+    np.testing.assert_array_equal(gx2, gx)
+    np.testing.assert_array_equal(ga2, ga)
+    np.testing.assert_array_equal(dl.grad(f, argnums=np.int64(1))(x, a), ga)
 
 
 def test_gradients_that_are_one_value_are_separate_arrays(backend):
