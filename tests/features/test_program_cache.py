@@ -40,3 +40,42 @@ def test_errors_from_a_reused_program_name_this_call(backend):
     dl.config.update("adstack_capacity", 2)
     with pytest.raises(dl.AdstackOverflowError, match="attempted 6 pushes"):
         dl.grad(loss)(x)
+
+
+def test_a_captured_array_updated_after_its_use_keeps_the_values_it_was_used_with(backend):
+    """The values of a captured array are read when the program runs, after the function
+    returned: held by reference, every use saw its last values (24 and [4, 4, 4] below,
+    where NumPy gives 18 and [3, 3, 3]), a loop included."""
+    def f(x):
+        w = np.ones(3)
+        y = x * w
+        w *= 2.0
+        return (y + x * w).sum()
+
+    def g(x):
+        scale = np.full(3, 0.5)
+        y = dl.fori_loop(0, np.array([1, 2, 3]), lambda i, v: v * scale, x)
+        scale[:] = 10.0
+        return y.sum()
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert dl.jit(f)(x) == f(x) == 18.0
+    np.testing.assert_array_equal(dl.grad(f)(x), [3.0, 3.0, 3.0])
+    out, pullback = dl.vjp(f, x)
+    assert out == 18.0
+    np.testing.assert_array_equal(pullback(1.0)[0], [3.0, 3.0, 3.0])
+    assert dl.jit(g)(np.ones(3)) == 0.875
+    np.testing.assert_array_equal(dl.grad(g)(np.ones(3)), [0.5, 0.25, 0.125])
+
+
+def test_a_captured_array_used_twice_unchanged_is_one_constant():
+    w = np.linspace(0.1, 1.0, 5)
+    x = np.ones(5)
+    np.testing.assert_array_equal(dl.jit(lambda x: x * w + w)(x), x * w + w)
+    from dloop.trace import tracer
+    with tracer.Builder(None) as b:
+        assert b.const_var(w) is b.const_var(w)
+        assert b.consts[b.const_var(w)] is not w          # a copy: w may change later
+        frozen = np.arange(3.0)
+        frozen.flags.writeable = False
+        assert b.consts[b.const_var(frozen)] is frozen   # nothing can change it

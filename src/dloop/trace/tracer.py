@@ -90,15 +90,23 @@ class Builder:
         return b
 
     def const_var(self, array):
-        var = self._const_ids.get(id(array))
-        if var is None:
-            original = array
-            if isinstance(array, np.ndarray) and not array.dtype.isnative:
-                array = array.astype(array.dtype.newbyteorder("="))
-            var = new_var(array.shape, array.dtype)
-            self.consts[var] = array
-            self._const_ids[id(original)] = var
-            self._const_keep.append(original)     # its id stays unique while tracing
+        """The Var of a captured array: a copy of its values at its first use, which runs
+        after the function returns. NumPy computes as each line runs, so a function that
+        updates the array in place after using it (w *= 2 between x * w and x * w) gets a
+        new constant for the later uses; held by reference, every use saw the last values
+        (and vjp's copies of the constants came too late)."""
+        found = self._const_ids.get(id(array))
+        if found is not None and _unchanged(array, found[1]):
+            return found[0]
+        original = array
+        if isinstance(array, np.ndarray) and not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        elif _writable(array):
+            array = array.copy()
+        var = new_var(array.shape, array.dtype)
+        self.consts[var] = array
+        self._const_ids[id(original)] = (var, array)
+        self._const_keep.append(original)     # its id stays unique while tracing
         return var
 
     def _lift_var(self, var, owner):
@@ -172,6 +180,24 @@ def _elementwise_aval(prim, inputs):
         elif aval.shape != found.shape:
             return None
     return None if found.is_tape else found
+
+
+def _writable(array):
+    """Whether the array's values may change after it is captured: a writeable array, or a
+    view of one (a CuPy array is always writeable)."""
+    if not isinstance(array, np.ndarray):
+        return True
+    return array.flags.writeable or array.base is not None
+
+
+def _unchanged(array, copy):
+    """Whether a captured array still holds the values copied at its first use."""
+    if copy is array:
+        return True
+    if isinstance(array, np.ndarray):
+        return np.array_equal(array, copy, equal_nan=array.dtype.kind in "fc")
+    import cupy
+    return bool(cupy.array_equal(array, copy, equal_nan=array.dtype.kind in "fc"))
 
 
 def current_builder():
