@@ -102,7 +102,7 @@ class Builder:
         if isinstance(array, np.ndarray) and not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
         elif _writable(array):
-            array = array.copy()
+            array = _copy(array)
         var = new_var(array.shape, array.dtype)
         self.consts[var] = array
         self._const_ids[id(original)] = (var, array)
@@ -188,6 +188,15 @@ def _writable(array):
     if not isinstance(array, np.ndarray):
         return True
     return array.flags.writeable or array.base is not None
+
+
+def _copy(array):
+    """A copy of a captured array; a broadcast one (np.ones_like's constant) stays a
+    broadcast of a copy of the values it reads, which loops/_carry_init recognizes."""
+    if not isinstance(array, np.ndarray) or not array.size or all(array.strides):
+        return array.copy()
+    read = array[tuple(slice(0, 1) if s == 0 else slice(None) for s in array.strides)]
+    return np.broadcast_to(read.copy(), array.shape)
 
 
 def _unchanged(array, copy):
