@@ -2,7 +2,8 @@
 forward and backward run fn through dloop on the host (`jax.pure_callback`), so `jax.grad`,
 `jax.jit` and `jax.vmap` (one call per batch element) of the surrounding code reach it.
 Arguments are arrays or numbers (no pytrees yet); integer and boolean ones are not
-differentiated. The backward pass recomputes the forward sweep."""
+differentiated. The backward pass recomputes the forward sweep. First derivatives in reverse
+mode only: forward mode and second derivatives are refused with a DloopError."""
 
 import functools
 import threading
@@ -45,6 +46,13 @@ def _guarded(host_fn):
             _pending.error = e
             raise
     return call
+
+
+def _first_derivatives_only(where):
+    return DloopNotImplementedError(
+        "dloop.jax.function has first derivatives in reverse mode only (jax.grad, jax.vjp, "
+        "jax.jacrev): forward mode (jax.jvp, jax.jacfwd) and second derivatives "
+        "(jax.hessian, a gradient of a gradient) are not supported", where)
 
 
 def function(fn):
@@ -101,6 +109,11 @@ def function(fn):
             except AttributeError:          # a tracer (under jax.jit / jax.grad): no wait
                 pass
             return out
+        except (TypeError, ValueError) as e:    # jax.jvp, jax.jacfwd, jax.hessian
+            if "forward-mode autodiff" not in str(e) and \
+                    "callbacks do not support" not in str(e):
+                raise
+            raise _first_derivatives_only(where) from None
         except jax.errors.JaxRuntimeError:
             error, _pending.error = _pending.error, None
             if error is not None:

@@ -80,3 +80,18 @@ def test_without_x64_results_are_32_bit():
         np.testing.assert_allclose(jax.grad(lambda x: f(x).sum())(x), table, rtol=1e-6)
     finally:
         jax.config.update("jax_enable_x64", True)
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd", "hessian", "grad of grad"])
+def test_forward_mode_and_second_derivatives_are_refused_clearly(transform):
+    """They ended in JAX's own TypeError (jvp of a custom_vjp function) or ValueError (pure
+    callbacks do not support JVP)."""
+    f = dl.jax.function(lambda x: (x ** 3).sum())
+    x = jnp.ones(3)
+    run = {"jvp": lambda: jax.jvp(f, (x,), (x,)), "jacfwd": lambda: jax.jacfwd(f)(x),
+           "hessian": lambda: jax.hessian(f)(x),
+           "grad of grad": lambda: jax.grad(lambda y: jax.grad(f)(y).sum())(x)}[transform]
+    with pytest.raises(dl.DloopNotImplementedError, match="first derivatives in reverse") as e:
+        run()
+    assert __file__ in str(e.value)
+    np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), 3.0)
