@@ -356,10 +356,10 @@ def vjp(fun, *primals, has_aux=False):
     backend = _backend(library)
     execution = Execution(backend)
     # The pullback runs later, reading its residuals and constants then: copies, so that
-    # the caller changing an input or a captured array in place meanwhile (an optimizer's
-    # x -= step) does not change the gradient (it did, silently).
+    # the caller changing an input in place meanwhile (an optimizer's x -= step) does not
+    # change the gradient (it did, silently). The constants are the trace's own copies of
+    # the captured arrays already (Builder.const_var).
     arrays = [_snapshot(a) for a in arrays]
-    consts = {v: _snapshot(c) for v, c in consts.items()}
     fwd_out = execution.run(compile_program(schedule(
         Graph(fwd.inputs, fwd.outputs + aux_graph.outputs, fwd.ops), consts), backend,
         once=True), arrays)

@@ -77,5 +77,5 @@ def test_a_captured_array_used_twice_unchanged_is_one_constant():
         assert b.const_var(w) is b.const_var(w)
         assert b.consts[b.const_var(w)] is not w          # a copy: w may change later
         frozen = np.arange(3.0)
-        frozen.flags.writeable = False
-        assert b.consts[b.const_var(frozen)] is frozen   # nothing can change it
+        frozen.flags.writeable = False                   # (its owner may set it back)
+        assert b.consts[b.const_var(frozen)] is not frozen

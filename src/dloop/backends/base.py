@@ -126,10 +126,6 @@ def get_backend(name):
 
 class Backend:
     name = None
-
-    def check_settings(self):
-        """Raise a DloopError where a setting this backend read once, when it started, has
-        changed since (the change would be silently ignored)."""
     caps = Caps()
     xp = np
     synchronous = False
@@ -173,7 +169,12 @@ class Backend:
         self.compile_count = 0        # kernels and step drivers built (not found in a cache)
         self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
+    def check_settings(self):
+        """Raise a DloopError where a setting this backend read once, when it started, has
+        changed since (the change would be silently ignored)."""
+
     # -- compile --
+
     def render(self, kernel):
         raise NotImplementedError
 

@@ -90,18 +90,19 @@ class Builder:
         return b
 
     def const_var(self, array):
-        """The Var of a captured array: a copy of its values at its first use, which runs
-        after the function returns. NumPy computes as each line runs, so a function that
-        updates the array in place after using it (w *= 2 between x * w and x * w) gets a
-        new constant for the later uses; held by reference, every use saw the last values
-        (and vjp's copies of the constants came too late)."""
+        """The Var of a captured array: a copy of its values at its first use, since the
+        program runs after the function returns. NumPy computes as each line runs, so a
+        function that updates the array in place after using it (w *= 2 between x * w and
+        x * w) gets a new constant for the later uses; held by reference, every use saw the
+        last values (and vjp's copies of the constants came too late). Being copies, the
+        constants are the trace's own: vjp's pullback may read them later as they are."""
         found = self._const_ids.get(id(array))
         if found is not None and _unchanged(array, found[1]):
             return found[0]
         original = array
         if isinstance(array, np.ndarray) and not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
-        elif _writable(array):
+        else:
             array = _copy(array)
         var = new_var(array.shape, array.dtype)
         self.consts[var] = array
@@ -182,14 +183,6 @@ def _elementwise_aval(prim, inputs):
     return None if found.is_tape else found
 
 
-def _writable(array):
-    """Whether the array's values may change after it is captured: a writeable array, or a
-    view of one (a CuPy array is always writeable)."""
-    if not isinstance(array, np.ndarray):
-        return True
-    return array.flags.writeable or array.base is not None
-
-
 def _copy(array):
     """A copy of a captured array; a broadcast one (np.ones_like's constant) stays a
     broadcast of a copy of the values it reads, which loops/_carry_init recognizes."""
@@ -201,8 +194,6 @@ def _copy(array):
 
 def _unchanged(array, copy):
     """Whether a captured array still holds the values copied at its first use."""
-    if copy is array:
-        return True
     if isinstance(array, np.ndarray):
         return np.array_equal(array, copy, equal_nan=array.dtype.kind in "fc")
     import cupy

@@ -78,7 +78,7 @@ class _Job:
                 return
             self.running += 1
         try:
-            self.chunks(until=None)
+            self.chunks()
         finally:
             with self.idle:
                 self.running -= 1
