@@ -112,6 +112,10 @@ def split_bits(value, widths):
     return tuple(parts)
 
 
+def _exact(hi, lo):
+    return Fraction(hi) + Fraction(lo)
+
+
 @dataclass(frozen=True)
 class Format:
     """What the code that works on a float's bits, and exp and log, need of its format
@@ -129,18 +133,33 @@ class Format:
     expm1_range: tuple       # e^x - 1 is -1 below the first, e^x above the second
     expm1_cap: int           # 2^-k is below e^x - 1's ulp from k = expm1_cap
     tiny: float              # log1p(x) and expm1(x) round to x below it
+    log_head: int            # a mask of the bits of a log1p head that times the next
+    #                          three constants' heads is exact (fdlibm's log2 and log10)
+    ivln2: tuple             # 1 / ln 2, (head, tail)
+    ivln10: tuple            # 1 / ln 10
+    log10_2: tuple           # log10(2), k * head exact for every exponent k
+    two_thirds: tuple        # pow's log as a double-double: the s^3 term's coefficient
+    pow_log_series: list     # and the rest of the series, from s^5
 
 
 FORMATS = {
     F64: Format(I64, 52, 1023, 54, 134217729.0, (LN2_HI, LN2_LO), EXP_SERIES, EXP_SERIES,
-                LOG_SERIES, (-746.0, 710.0), (-40.0, 40.0), 60, 2.0 ** -54),
+                LOG_SERIES, (-746.0, 710.0), (-40.0, 40.0), 60, 2.0 ** -54, -(1 << 32),
+                (IVLN2_HI, IVLN2_LO), (IVLN10_HI, IVLN10_LO), (LOG10_2_HI, LOG10_2_LO),
+                (TWO_THIRDS_HI, TWO_THIRDS_LO), LOG_SERIES5),
     # ln 2 with a 16-bit head: k * head is exact for every float32 exponent (|k| < 2^8).
     F32: Format(np.dtype(np.int32), 23, 127, 24, 4097.0,
                 split_bits(Fraction(LN2_HI) + Fraction(LN2_LO), (16, 24)),
                 [1.0 / factorial(n) for n in range(2, 9)],         # to r^8: below 2^-30
                 [1.0 / factorial(n) for n in range(2, 11)],        # to r^10
                 [2.0 / (2 * j + 1) for j in range(1, 6)],          # to s^11
-                (-104.0, 89.0), (-18.0, 18.0), 30, 2.0 ** -24),
+                (-104.0, 89.0), (-18.0, 18.0), 30, 2.0 ** -24,
+                # fdlibm's log2f and log10f: a 12-bit head times 12-bit heads.
+                -(1 << 12), split_bits(_exact(IVLN2_HI, IVLN2_LO), (12, 24)),
+                split_bits(_exact(IVLN10_HI, IVLN10_LO), (12, 24)),
+                split_bits(_exact(LOG10_2_HI, LOG10_2_LO), (16, 24)),
+                split_bits(Fraction(2, 3), (24, 24)),
+                LOG_SERIES5[:6]),                  # to s^15: below 2^-40 of the log
 }
 
 
@@ -163,7 +182,7 @@ def _isnan(x):
 
 
 def _signbit(e, x):
-    return e.bitcast(x, I64) < 0
+    return e.bitcast(x, FORMATS[x.dtype].int_t) < 0
 
 
 def _min(e, x, bound):
@@ -334,29 +353,32 @@ def log1p(e, x):
 
 
 def _log_split(e, x):
-    """log(x) / ln(base) needs the log1p part as hi + lo with hi of 21 bits."""
+    """log(x) / ln(base) needs the log1p part as hi + lo with hi of 21 bits (12 in float32)."""
+    fmt = FORMATS[x.dtype]
     ok, xs = _positive(e, x)
     kf, f = log_parts(e, xs)
     hfsq, s, r = _log1p_terms(f)
-    hi = e.bitcast(e.bitcast(f - hfsq, I64) & -(1 << 32), F64)
+    hi = e.bitcast(e.bitcast(f - hfsq, fmt.int_t) & fmt.log_head, x.dtype)
     lo = (f - hi) - hfsq + s * (hfsq + r)
-    return ok, kf, hi, lo
+    return fmt, ok, kf, hi, lo
 
 
 def log2(e, x):
-    ok, kf, hi, lo = _log_split(e, x)
-    val_hi = hi * IVLN2_HI
-    val_lo = (lo + hi) * IVLN2_LO + lo * IVLN2_HI
+    fmt, ok, kf, hi, lo = _log_split(e, x)
+    (iv_hi, iv_lo) = fmt.ivln2
+    val_hi = hi * iv_hi
+    val_lo = (lo + hi) * iv_lo + lo * iv_hi
     w = kf + val_hi
     val_lo = val_lo + ((kf - w) + val_hi)
     return _log_special(e, x, ok, val_lo + w)
 
 
 def log10(e, x):
-    ok, kf, hi, lo = _log_split(e, x)
-    y2 = kf * LOG10_2_HI
-    val_hi = hi * IVLN10_HI
-    val_lo = kf * LOG10_2_LO + (lo + hi) * IVLN10_LO + lo * IVLN10_HI
+    fmt, ok, kf, hi, lo = _log_split(e, x)
+    (iv_hi, iv_lo), (l2_hi, l2_lo) = fmt.ivln10, fmt.log10_2
+    y2 = kf * l2_hi
+    val_hi = hi * iv_hi
+    val_lo = kf * l2_lo + (lo + hi) * iv_lo + lo * iv_hi
     w = y2 + val_hi
     val_lo = val_lo + ((y2 - w) + val_hi)
     return _log_special(e, x, ok, val_lo + w)
@@ -375,12 +397,14 @@ def _log_dd(e, x):
     zh, zl = _two_prod(sh, sh)
     ch, cl = _two_prod(zh, sh)
     cl = cl + zl * sh + 3.0 * zh * sl                     # s^3
-    t3h, t3l = _two_prod(ch, e.const(TWO_THIRDS_HI, F64))
-    t3l = t3l + (ch * TWO_THIRDS_LO + cl * TWO_THIRDS_HI)
-    t5 = ch * zh * _poly(zh, LOG_SERIES5)                # s^5 (2/5 + 2 s^2/7 + ...)
+    fmt = FORMATS[x.dtype]
+    (two_thirds_hi, two_thirds_lo), (ln2_hi, ln2_lo) = fmt.two_thirds, fmt.ln2
+    t3h, t3l = _two_prod(ch, e.const(two_thirds_hi, x.dtype))
+    t3l = t3l + (ch * two_thirds_lo + cl * two_thirds_hi)
+    t5 = ch * zh * _poly(zh, fmt.pow_log_series)         # s^5 (2/5 + 2 s^2/7 + ...)
     acc = _dd_add((2.0 * sh, 2.0 * sl), (t3h, t3l))
-    acc = _dd_add(acc, (kf * LN2_LO, t5))
-    return _dd_add((kf * LN2_HI, e.const(0.0, F64)), acc)
+    acc = _dd_add(acc, (kf * ln2_lo, t5))
+    return _dd_add((kf * ln2_hi, e.const(0.0, x.dtype)), acc)
 
 
 def pow(e, x, y):
@@ -388,14 +412,15 @@ def pow(e, x, y):
     finite = (ax > 0.0) & (ax < INF) & (ay < INF) & ax.ne(1.0)    # |x| = 1: no y log|x|
     lh, ll = _log_dd(e, e.select(finite, ax, 1.0))
     t0 = y * lh
-    inside = finite & (_abs(e, t0) < 746.0)
+    inside = finite & (_abs(e, t0) < -FORMATS[x.dtype].exp_range[0])
     ys = e.select(inside, y, 0.0)
     th, tl = _two_prod(ys, lh)
     th, tl = _fast_two_sum(th, tl + ys * ll)
     em, k, _ = _exp_reduce(e, th, tl)
-    mag = e.select(inside, _scale(e, 1.0 + em, k), e.select(t0 > 0.0, e.const(INF, F64), 0.0))
+    inf, zero = e.const(INF, x.dtype), e.const(0.0, x.dtype)
+    mag = e.select(inside, _scale(e, 1.0 + em, k), e.select(t0 > 0.0, inf, zero))
     # Zero or infinite x or y: 0 or inf, by whether |x| > 1 agrees with y > 0.
-    edge = e.select(ax.eq(1.0), 1.0, e.select((ax > 1.0) ^ (y > 0.0), e.const(0.0, F64), INF))
+    edge = e.select(ax.eq(1.0), 1.0, e.select((ax > 1.0) ^ (y > 0.0), zero, INF))
     mag = e.select(finite, mag, edge)
     odd = _abs(e, _rem_pow2(e, y, 2.0)).eq(1.0)
     out = e.select(_signbit(e, x) & odd, -mag, mag)

@@ -207,11 +207,40 @@ def acos(e, x):
     return _atan2(e, ch, x, y_lo=cl)
 
 
-# Without float64 only: with it, mathlib's widened code rounds once. exp, log and the
-# hyperbolic functions are mathlib's own code, in float32's format (mathlib.FORMATS).
-NARROW = {"atan": atan, "atan2": _atan2, "asin": asin, "acos": acos, "exp": m.exp,
-          "log": m.log, "expm1": m.expm1, "log1p": m.log1p, "sinh": m.sinh, "cosh": m.cosh,
-          "tanh": m.tanh, "asinh": m.asinh, "acosh": m.acosh, "atanh": m.atanh}
+def tan(e, x):
+    """tan on a device without float64: sin r and cos r of _reduce_narrow's r as float32
+    pairs (the kernels' last sums kept), and their quotient with its residual (each
+    kernel's rounding alone took the ratio past 1 ulp). From LIMIT, the device's own sin
+    and cos, as for those functions."""
+    ax = m._abs(e, x)
+    finite, small = ax < m.INF, ax < LIMIT
+    rh, rl, q = _reduce_narrow(e, e.select(small, x, 0.0))
+    z = rh * rh
+    v = z * rh
+    s_rest = -((z * (0.5 * rl - v * m._poly(z, SIN_SERIES32)) - rl) - v * m.SIN_S1)
+    sh, sl = m._fast_two_sum(rh, s_rest)
+    hz = 0.5 * z
+    w = 1.0 - hz
+    ch, cl = m._fast_two_sum(w, ((1.0 - w) - hz) + (z * (z * m._poly(z, COS_SERIES32))
+                                                      - rh * rl))
+    odd = (q & 1).ne(0)                                   # tan(r + pi/2) = -cos r / sin r
+    nh, nl = e.select(odd, -ch, sh), e.select(odd, -cl, sl)
+    dh, dl = e.select(odd, sh, ch), e.select(odd, sl, cl)
+    t = nh / dh
+    p, pe = m._two_prod(t, dh)
+    out = t + (((nh - p) - pe) + (nl - t * dl)) / dh
+    out = e.branch(finite & ~small, lambda: [e.op("device_sin", x) / e.op("device_cos", x)],
+                   [out])[0]
+    return m._tiny(e, x, e.select(finite, out, x - x), 2.0 ** -12)
+
+
+# Without float64 only: with it, mathlib's widened code rounds once. exp, log, log2, log10,
+# pow and the hyperbolic functions are mathlib's own code, in float32's format
+# (mathlib.FORMATS).
+NARROW = {"tan": tan, "atan": atan, "atan2": _atan2, "asin": asin, "acos": acos,
+          "exp": m.exp, "log": m.log, "expm1": m.expm1, "log1p": m.log1p, "log2": m.log2,
+          "log10": m.log10, "pow": m.pow, "sinh": m.sinh, "cosh": m.cosh, "tanh": m.tanh,
+          "asinh": m.asinh, "acosh": m.acosh, "atanh": m.atanh}
 
 
 def _has_float64(caps):

@@ -1,12 +1,10 @@
-"""STAGE 5 — vulkan: SPIR-V instructions for each core op of kernel/core.py, float32
-transcendentals from GLSL.std.450 (with NumPy's results where GLSL leaves them undefined),
-and the atomics."""
+"""STAGE 5 — vulkan: SPIR-V instructions for each core op of kernel/core.py and the
+atomics."""
 
 import numpy as np
 
 from ...errors import DloopNotImplementedError
 from ...source import user_location
-from ...kernel.mathlib32 import FLOAT32, NARROW
 from .rough import rough, rough_div
 from .spirv import GLSL, Capability
 
@@ -26,26 +24,16 @@ _BINARY = {
 }
 _GLSL_UNARY = {"abs": "FAbs", "floor": "Floor", "ceil": "Ceil", "trunc": "Trunc",
                "round": "RoundEven", "sqrt": "Sqrt"}
-# GLSL.std.450 functions that define the transcendental on its whole domain for float32.
-_GLSL_MATH = {"sin": "Sin", "cos": "Cos", "tan": "Tan", "atan": "Atan", "sinh": "Sinh",
-              "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "exp": "Exp"}
-FLOAT32_SOFTWARE = frozenset(FLOAT32) | frozenset(NARROW)   # mathlib32's, without float64
-NATIVE32 = frozenset(("sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "exp",
-                      "asin", "acos", "acosh", "atanh", "log", "log2", "log10", "log1p",
-                      "expm1", "pow", "atan2"))
-
-
 def native_math(features):
-    """The (op, dtype) pairs rendered with GLSL.std.450. Vulkan lets drivers make these
-    loose (sin: 2^-11 absolute error; lavapipe's asin is off by 2e-4), so where the device
-    has float64, every transcendental comes from kernel/mathlib.py instead (float32 through
-    float64, rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend;
-    GLSL serves only devices without it, and there not sin, cos (below 4096), atan, atan2,
-    asin, acos (GLSL's 4096 ulps), exp, log, expm1, log1p and the hyperbolic functions and
-    their inverses, which mathlib32 computes in float32."""
-    if features.float64:
-        return frozenset()
-    return frozenset((op, "float32") for op in NATIVE32 if op not in FLOAT32_SOFTWARE)
+    """The (op, dtype) pairs rendered with GLSL.std.450: none. Vulkan lets drivers make its
+    transcendentals loose (sin: 2^-11 absolute error; log2 near 1: 2^-21 absolute; lavapipe's
+    asin is off by 2e-4), so every one comes from kernel/mathlib.py (float32 through float64,
+    rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend; a device
+    without float64 takes mathlib's and mathlib32's float32 code. GLSL's Sin and Cos serve
+    only core.py's device_sin and device_cos (float32 sin and cos from 4096 on there)."""
+    return frozenset()
+
+
 _BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
                "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
 
@@ -101,10 +89,8 @@ def emit(r, op, args, dtype, out):
         return fn.op("Bitcast", out_t, args[0])
     if op == "convert":
         return _convert(r, args[0], dtype, out)
-    if dtype == np.float32 and op in NATIVE32:
-        return _math32(r, op, args)
     if dtype == np.float32 and op in ("device_sin", "device_cos"):     # kernel/core.py
-        return _math32(r, op[len("device_"):], args)
+        return glsl(r, "Sin" if op == "device_sin" else "Cos", r.vt(dtype), args[0])
     raise NotImplementedError(f"kernel op {op} on {dtype} in a Vulkan kernel")
 
 
@@ -246,109 +232,6 @@ def _copysign(r, dtype, a, b):
                fn.op("BitwiseAnd", i32, hi_b, r.c32(0x80000000)))
     return fn.op("Bitcast", r.vt(dtype), fn.op("CompositeInsert", vec, hi, wa, 1))
 
-
-def _math32(r, op, args):
-    """float32 transcendentals. GLSL leaves some results undefined (log of x <= 0, pow of
-    x < 0, asin past 1, ...): selects give NumPy's values there."""
-    f32 = np.dtype(np.float32)
-    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
-    c = lambda v: r.const(v, f32)     # noqa: E731
-    sel = lambda cond, x, y: fn.op("Select", t, cond, x, y)     # noqa: E731
-    cmp = lambda name, x, y: fn.op(name, b, x, y)     # noqa: E731
-    mul = lambda x, y: fn.op("FMul", t, x, y)     # noqa: E731
-    x = args[0]
-    if op in _GLSL_MATH:
-        return glsl(r, _GLSL_MATH[op], t, x)
-
-    def log_like(name, v):
-        """log / log2 with NumPy's results for v <= 0 (NaN stays NaN)."""
-        y = glsl(r, name, t, v)
-        y = sel(cmp("FOrdEqual", v, c(0.0)), c(-np.inf), y)
-        return sel(cmp("FOrdLessThan", v, c(0.0)), c(np.nan), y)
-
-    if op == "log":
-        return log_like("Log", x)
-    if op == "log2":
-        return log_like("Log2", x)
-    if op == "log10":
-        return mul(log_like("Log2", x), c(np.log10(2.0)))
-    if op == "log1p":
-        # Goldberg: log(u) * x / (u - 1) with u = 1 + x keeps the low bits of x.
-        u = fn.op("FAdd", t, c(1.0), x)
-        ratio = rough_div(r, f32, x, fn.op("FSub", t, u, c(1.0)))
-        y = sel(cmp("FOrdEqual", u, c(1.0)), x, mul(log_like("Log", u), ratio))
-        return sel(cmp("FOrdEqual", x, c(np.inf)), x, y)
-    if op == "expm1":
-        # Kahan: (u - 1) * x / log(u) with u = exp(x).
-        u = glsl(r, "Exp", t, x)
-        um1 = fn.op("FSub", t, u, c(1.0))
-        y = mul(um1, rough_div(r, f32, x, glsl(r, "Log", t, u)))
-        y = sel(cmp("FOrdEqual", u, c(1.0)), x, y)
-        y = sel(cmp("FOrdEqual", um1, c(-1.0)), c(-1.0), y)
-        return sel(cmp("FOrdEqual", u, c(np.inf)), u, y)
-    outside = cmp("FOrdGreaterThan", glsl(r, "FAbs", t, x), c(1.0))
-    if op in ("asin", "acos"):
-        return sel(outside, c(np.nan), glsl(r, op.capitalize(), t, x))
-    if op == "acosh":
-        return sel(cmp("FOrdLessThan", x, c(1.0)), c(np.nan), glsl(r, "Acosh", t, x))
-    if op == "atanh":
-        y = sel(outside, c(np.nan), glsl(r, "Atanh", t, x))
-        edge = cmp("FOrdEqual", glsl(r, "FAbs", t, x), c(1.0))
-        return sel(edge, mul(x, c(np.inf)), y)
-    if op == "atan2":
-        return _atan2(r, *args)
-    if op == "pow":
-        return _pow(r, *args)
-    raise NotImplementedError(op)
-
-
-def _atan2(r, y, x):
-    """GLSL's atan(y, x) is undefined at x = y = 0; C99 gives +-0 or +-pi by the signs."""
-    f32 = np.dtype(np.float32)
-    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
-    both_zero = fn.op("LogicalAnd", b, fn.op("FOrdEqual", b, y, r.const(0.0, f32)),
-                      fn.op("FOrdEqual", b, x, r.const(0.0, f32)))
-    x_negative = fn.op("FOrdLessThan", b, _copysign(r, f32, r.const(1.0, f32), x),
-                       r.const(0.0, f32))
-    at_zero = _copysign(r, f32, fn.op("Select", t, x_negative, r.const(np.pi, f32),
-                                      r.const(0.0, f32)), y)
-    return fn.op("Select", t, both_zero, at_zero, glsl(r, "Atan2", t, y, x))
-
-
-def _pow(r, x, y):
-    """C99 pow from GLSL's pow of |x| (defined for |x| > 0): the sign for negative x and odd
-    integer y, NaN for negative x and non-integer y, pow(x, 0) = pow(1, y) = pow(-1, +-inf)
-    = 1, and zeros."""
-    f32 = np.dtype(np.float32)
-    fn, t, b = r.fn, r.vt(f32), r.m.t_bool()
-    c = lambda v: r.const(v, f32)     # noqa: E731
-    sel = lambda cond, p, q: fn.op("Select", t, cond, p, q)     # noqa: E731
-    ax = glsl(r, "FAbs", t, x)
-    mag = glsl(r, "Pow", t, ax, y)
-    integer = fn.op("FOrdEqual", b, glsl(r, "Trunc", t, y), y)
-    half = fn.op("FMul", t, y, c(0.5))
-    odd = fn.op("LogicalAnd", b, integer, fn.op("FUnordNotEqual", b, glsl(r, "Trunc", t, half),
-                                                 half))
-    negative = fn.op("FOrdLessThan", b, _copysign(r, f32, c(1.0), x), c(0.0))
-    signed = sel(fn.op("LogicalAnd", b, negative, odd), fn.op("FNegate", t, mag), mag)
-    # |x| = 0: +inf for y < 0, else 0; the sign of x survives for odd integer y.
-    zero_mag = sel(fn.op("FOrdLessThan", b, y, c(0.0)), c(np.inf), c(0.0))
-    zero = sel(odd, _copysign(r, f32, zero_mag, x), zero_mag)
-    out = sel(fn.op("FOrdEqual", b, ax, c(0.0)), zero, signed)
-    nan = fn.op("LogicalAnd", b, fn.op("FOrdLessThan", b, x, c(0.0)),
-                fn.op("LogicalNot", b, integer))
-    out = sel(fn.op("LogicalAnd", b, nan, fn.op("FOrdNotEqual", b, ax, c(np.inf))), c(np.nan),
-              out)
-    either_nan = fn.op("LogicalOr", b, fn.op("IsNan", b, x), fn.op("IsNan", b, y))
-    out = sel(either_nan, fn.op("FAdd", t, x, y), out)      # lavapipe's pow(NaN, 3) is 0
-    # C99's pow(-1, +-inf) is 1 too (lavapipe's pow(1, inf) is NaN).
-    unit_inf = fn.op("LogicalAnd", b, fn.op("FOrdEqual", b, ax, c(1.0)), fn.op("IsInf", b, y))
-    one = fn.op("LogicalOr", b, fn.op("LogicalOr", b, fn.op("FOrdEqual", b, y, c(0.0)),
-                                      fn.op("FOrdEqual", b, x, c(1.0))), unit_inf)
-    return sel(one, c(1.0), out)
-
-
-# -- atomics --
 
 def _scope(r, storage):
     if storage.itemsize == 8 and not np.issubdtype(storage, np.floating):
