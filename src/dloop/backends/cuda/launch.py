@@ -19,15 +19,17 @@ from .steps import StepDriver
 @functools.lru_cache(maxsize=None)
 def _target(capability):
     """NVRTC's target for a GPU of compute capability `capability` ('90'): its own cubin
-    where this NVRTC knows the architecture, else PTX for the newest one it knows, which the
-    driver compiles for a newer GPU; a GPU older than every architecture it knows is refused."""
+    where this NVRTC knows the architecture, else PTX for the newest one it knows below it
+    (a newer GPU, or one between two it knows), which the driver compiles for the GPU; a
+    GPU older than every architecture it knows is refused."""
     from cupy.cuda import nvrtc
     known = sorted(nvrtc.getSupportedArchs())
     cc = int(capability)
     if cc in known:
         return f"sm_{cc}"
-    if cc > known[-1]:
-        return f"compute_{known[-1]}"
+    below = [k for k in known if k < cc]
+    if below:
+        return f"compute_{below[-1]}"
     raise ValueError(f"this GPU (compute capability {cc / 10:.1f}) is older than every "
                      f"architecture the installed NVRTC compiles for (from {known[0] / 10:.1f})")
 

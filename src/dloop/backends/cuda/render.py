@@ -29,14 +29,22 @@ class Renderer:
         self.lines = []
         self.decls = {}           # var -> its C declaration, all hoisted to the kernel's top
         self.depth = 1
-        self.line_at = None       # the user line the last #line named
+        # (path, number) that C gives the next physical line: a #line directive numbers the
+        # line after it, and every line after that counts on from there.
+        self.line_at = None
+        self.named = None         # (path, number) of the last statement with a src
 
     # -- output --
     def emit(self, text, src=None):
-        if src is not None and src != self.line_at:
-            self.lines.append(_line_directive(src))
-            self.line_at = src
+        if src is not None:
+            self.named = _location(src)
+        at = self.named          # a statement without src stays on the last named line
+        if at is not None and at != self.line_at:
+            self.lines.append(f'#line {at[1]} "{_escape(at[0])}"')
+            self.line_at = at
         self.lines.append("  " * self.depth + text)
+        if self.line_at is not None:
+            self.line_at = (self.line_at[0], self.line_at[1] + 1)
 
     def name(self, var):
         if var not in self.decls:
@@ -62,6 +70,8 @@ class Renderer:
         self._thread_start()
         self.statements(k.body)
         self._thread_end()
+        self.depth = 0
+        self.emit("}")                 # the kernel's end, on the last user line too
         params = ["const long long n_threads"] + [self._param(i, b)
                                                   for i, b in enumerate(k.buffers)]
         self.decls.pop(k.tid)          # declared const where it is computed
@@ -70,7 +80,7 @@ class Renderer:
         head = [f'#include "{HEADER}"', "",
                 f'extern "C" __global__ void {KERNEL_NAME}({", ".join(params)}) {{']
         decls = ["  " + d for d in self.decls.values()]
-        return "\n".join(head + decls + self.lines + ["}", ""])
+        return "\n".join(head + decls + self.lines + [""])
 
     @staticmethod
     def _param(i, spec):
@@ -232,11 +242,12 @@ class Renderer:
                   s.src)
 
 
-def _line_directive(src):
+def _location(src):
+    """(path, line number) of a statement's src 'file:line' (line 1 of src without one)."""
     path, _, line = str(src).rpartition(":")
     if not line.isdigit():
-        return f'#line 1 "{_escape(src)}"'
-    return f'#line {line} "{_escape(path)}"'
+        return str(src), 1
+    return path, int(line)
 
 
 def _escape(path):
