@@ -210,3 +210,38 @@ def test_betaln_on_a_loose_device():
         dl.config.update("backend", previous)
     err = _error(got, _mp_betaln(a, b), 1.0)
     assert err.max() <= 5e-14, f"{err.max():.2e} at {a[err.argmax()]}, {b[err.argmax()]}"
+
+
+# x / y far from 1 both ways, over- and underflowing: (x - y) / y rounded to -1 below
+# x / y = eps, where log1p made rel_entr(1e-20, 0.4) -inf (and stats.entropy(pk, qk) with it).
+FAR = np.array([5e-324, 1e-300, 1e-20, 1e-10, 1e-3, 0.2, 0.5, 0.7, 1.0, 3.0, 1e3, 1e10, 1e300])
+FAR_X, FAR_Y = (v.ravel() for v in np.meshgrid(FAR, FAR))
+
+
+def _kl_div(x, y):
+    """SciPy's kl_div, but where its x / y overflows (inf at x = 1e-10, y = 5e-324): there
+    rel_entr(x, y) - x + y, from SciPy's rel_entr, which takes logarithms apart."""
+    out = ss.kl_div(x, y)
+    return np.where(np.isinf(out), ss.rel_entr(x, y) - x + y, out)
+
+
+@pytest.mark.parametrize("name, reference, rtol, floor", [
+    ("rel_entr", ss.rel_entr, 5e-16, 1e-300), ("kl_div", _kl_div, 4e-15, 1.0)])
+def test_relative_entropy_far_from_one(backend, name, reference, rtol, floor):
+    got = dl.jit(lambda x, y: getattr(x.__array_namespace__().special, name)(x, y))(FAR_X, FAR_Y)
+    err = _error(got, reference(FAR_X, FAR_Y), floor)
+    assert err.max() <= rtol, f"{err.max():.2e} at {FAR_X[err.argmax()]}, {FAR_Y[err.argmax()]}"
+
+
+@pytest.mark.parametrize("call", [lambda s, x: s.rel_entr(x, x), lambda s, x: s.rel_entr(x, 0.5),
+                                  lambda s, x: s.kl_div(x, 0.5),
+                                  lambda s, x: s.pseudo_huber(1.0, x),
+                                  lambda s, x: s.chdtr(x, 2.5), lambda s, x: s.chdtrc(x, 2.5)],
+                         ids=["rel_entr", "rel_entr_scalar", "kl_div", "pseudo_huber", "chdtr",
+                              "chdtrc"])
+def test_float32_stays_float32(call):
+    """Python scalars are weak: float32 in, float32 out, as in SciPy (a where() of two Python
+    floats, or v * 0.5 of a Python float v, was a float64 constant that promoted the result)."""
+    x = np.array([0.2, 0.7, 1.5], dtype=np.float32)
+    got = dl.jit(lambda x: call(x.__array_namespace__().special, x))(x)
+    assert got.dtype == np.float32

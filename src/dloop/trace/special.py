@@ -104,10 +104,12 @@ def gammaincc(a, x):
 
 
 def chdtr(v, x):
+    v, x = _float(v, x)        # first: v * 0.5 of a Python float v was a float64 constant
     return gammainc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
 
 
 def chdtrc(v, x):
+    v, x = _float(v, x)
     return gammaincc(ops.multiply(v, 0.5), ops.multiply(x, 0.5))
 
 
@@ -242,13 +244,23 @@ def entr(x):
 def rel_entr(x, y):
     x, y = _float(x, y)
     both = _and(_gt(x, 0.0), _gt(y, 0.0))
-    # log1p((x - y) / y): x - y is exact when x is near y, where log(x / y) loses digits.
+    # log1p((x - y) / y) where x is near y: x - y is exact there, where log(x / y) loses
+    # digits. Elsewhere log(x / y): (x - y) / y rounds to -1 once x / y < eps (log1p(-1) is
+    # -inf) and loses the digits of x / y below 1e-3; log x - log y where x / y over- or
+    # underflows.
     xs, ys = _safe(both, x, 1.0), _safe(both, y, 1.0)
-    inside = ops.multiply(x, ops.unary("log1p", ops.divide(ops.subtract(xs, ys), ys),
-                                       float_only=True))
+    d = ops.divide(ops.subtract(xs, ys), ys)
+    near = _lt(ops.unary("abs", d), 0.5)
+    ratio = ops.divide(xs, ys)
+    normal = _and(ops.compare("ge", ratio, float(np.finfo(ratio.dtype).tiny)),
+                  _lt(ratio, math.inf))
+    far = where(normal, _log(_safe(normal, ratio, 1.0)), ops.subtract(_log(xs), _log(ys)))
+    inside = ops.multiply(x, where(near, ops.unary("log1p", _safe(near, d, 0.0),
+                                                   float_only=True), far))
     zero = _and(_eq(x, 0.0), ops.compare("ge", y, 0.0))
     nan = ops.logical_op("or", ops.compare("ne", x, x), ops.compare("ne", y, y))
-    return where(nan, math.nan, where(both, inside, where(zero, 0.0, math.inf)))
+    return where(nan, math.nan, where(both, inside, where(zero, ops.convert(0.0, x.dtype),
+                                                          math.inf)))
 
 
 def kl_div(x, y):
@@ -275,7 +287,7 @@ def pseudo_huber(delta, r):
     ratio = ops.divide(r, d)
     out = ops.multiply(ops.multiply(d, d), ops.unary("expm1", ops.multiply(ops.unary(
         "log1p", ops.multiply(ratio, ratio), float_only=True), 0.5), float_only=True))
-    return where(ok, out, where(_eq(delta, 0.0), 0.0, math.inf))
+    return where(ok, out, where(_eq(delta, 0.0), ops.convert(0.0, out.dtype), math.inf))
 
 
 def boxcox(x, lmbda):
