@@ -48,6 +48,24 @@ def _guarded(host_fn):
     return call
 
 
+def _awaited(run):
+    """run(): a callback's results, awaited where they are values (not tracers), so that a
+    DloopError raised inside it arrives as itself, not as JAX's JaxRuntimeError (eager
+    jax.grad runs the backward callback outside the call of the function)."""
+    _pending.error = None
+    try:
+        out = run()
+        for x in jax.tree_util.tree_leaves(out):
+            if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+                x.block_until_ready()       # on a GPU the error surfaces only here
+        return out
+    except jax.errors.JaxRuntimeError:
+        error, _pending.error = _pending.error, None
+        if error is not None:
+            raise error from None
+        raise
+
+
 def _first_derivatives_only(where):
     return DloopNotImplementedError(
         "dloop.jax.function has first derivatives in reverse mode only (jax.grad, jax.vjp, "
@@ -64,8 +82,20 @@ def function(fn):
             _guarded(lambda *a: np.asarray(api.jit(fn)(*_host(a))).astype(spec.dtype)),
             spec, *args, vmap_method="sequential")
 
-    def backward(args, g):
-        diff = [k for k, a in enumerate(args) if _inexact(a)]
+    def forward_saving(*primals):
+        """symbolic_zeros=True hands each argument in with whether JAX differentiates it:
+        only those are differentiated by dloop (a float argument held constant, gammainc's
+        a, may have no gradient rule)."""
+        args = tuple(jax.numpy.asarray(p.value) for p in primals)
+        wanted = tuple(() if p.perturbed and _inexact(a) else None
+                       for p, a in zip(primals, args))     # a static mark in the residuals
+        return forward(*args), (args, wanted)
+
+    def backward(residuals, g):
+        args, wanted = residuals
+        diff = [k for k, w in enumerate(wanted) if w is not None]
+        if not diff or isinstance(g, jax.custom_derivatives.SymbolicZero):
+            return (None,) * len(args)
         specs = tuple(jax.ShapeDtypeStruct(args[k].shape, args[k].dtype) for k in diff)
 
         def host_vjp(g, *a):
@@ -77,16 +107,15 @@ def function(fn):
                     full[k] = x
                 return fn(*full)
             _, f_vjp = api.vjp(on_diff, *[a[k] for k in diff])
-            return tuple(np.asarray(x).astype(s.dtype) for x, s in zip(f_vjp(np.asarray(g)),
-                                                                         specs))
-        grads = iter(jax.pure_callback(_guarded(host_vjp), specs, g, *args,
-                                       vmap_method="sequential") if diff else ())
-        return tuple(next(grads) if _inexact(a) else
-                     np.zeros(a.shape, jax.dtypes.float0) for a in args)
+            # dloop's complex cotangent is dL/dRe + i dL/dIm (PyTorch's convention), JAX's its
+            # conjugate: convert on the way in and out (a real one is the same in both).
+            return tuple(np.conj(x).astype(s.dtype) for x, s in zip(f_vjp(np.conj(g)), specs))
+        grads = iter(_awaited(lambda: jax.pure_callback(_guarded(host_vjp), specs, g, *args,
+                                                        vmap_method="sequential")))
+        return tuple(next(grads) if k in diff else None for k in range(len(args)))
 
     wrapped = jax.custom_vjp(forward)
-    wrapped.defvjp(lambda *args: (forward(*args), tuple(jax.numpy.asarray(a) for a in args)),
-                   backward)
+    wrapped.defvjp(forward_saving, backward, symbolic_zeros=True)
 
     @functools.wraps(fn)
     def call(*args):

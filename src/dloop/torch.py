@@ -4,6 +4,7 @@ fn through dloop (forward and its VJP), and takes part in PyTorch's autograd, so
 
 import functools
 
+import numpy as np
 import torch
 
 from . import api, config, libraries, pytree
@@ -30,21 +31,31 @@ def _differentiable(t):
 
 class _Bridge(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, fn, treedef, like, *leaves):
+    def forward(ctx, fn, treedef, like, grad_enabled, *leaves):
         arrays = [_to_array(t) for t in leaves]
-        diff = [k for k, t in enumerate(leaves) if _differentiable(t)]
+        # Only the leaves PyTorch wants a gradient for are differentiated: a float tensor that
+        # does not require grad (a shape parameter, a table) is a constant, as it is to
+        # PyTorch, so an input without a gradient rule there (gammainc's a) is no error.
+        needs = [grad_enabled and n for n in ctx.needs_input_grad[4:]]
+        diff = [k for k, t in enumerate(leaves) if _differentiable(t) and needs[k]]
 
-        def on_diff(*xs):       # fn of the float leaves; the others are constants
+        def on_diff(*xs):       # fn of the differentiated leaves; the others are constants
             full = list(arrays)
             for k, x in zip(diff, xs):
                 full[k] = x
             return fn(*pytree.unflatten(treedef, full))
-        out, f_vjp = api.vjp(on_diff, *[arrays[k] for k in diff])
+        if diff:
+            out, f_vjp = api.vjp(on_diff, *[arrays[k] for k in diff])
+        else:                   # under torch.no_grad, or no tensor requires grad
+            out, f_vjp = api.jit(on_diff)(), None
+            if isinstance(out, np.ndarray) and any(
+                    np.shares_memory(out, a) for a in arrays if isinstance(a, np.ndarray)):
+                out = out.copy()    # a new tensor, as with the gradient, not a view of an input
         if not hasattr(out, "shape"):
             raise DloopTypeError("dloop.torch.function needs fn to return one array",
                                  user_location())
         ctx.f_vjp, ctx.like, ctx.diff, ctx.n = f_vjp, like, diff, len(leaves)
-        ctx.tensors = [t for t in leaves if _differentiable(t)]
+        ctx.tensors = [leaves[k] for k in diff]
         return _to_torch(out, like)
 
     @staticmethod
@@ -54,7 +65,7 @@ class _Bridge(torch.autograd.Function):
             grads[k] = _to_torch(g, ctx.like)
             if torch.is_grad_enabled():     # create_graph=True: a second derivative may follow
                 grads[k] = _FirstOrderOnly.apply(grads[k], grad_out, *ctx.tensors)
-        return (None, None, None) + tuple(grads)
+        return (None, None, None, None) + tuple(grads)
 
 
 class _FirstOrderOnly(torch.autograd.Function):
@@ -85,5 +96,7 @@ def function(fn):
             raise DloopTypeError("dloop.torch.function needs at least one torch tensor "
                                  "among its arguments; call fn directly on other arrays",
                                  user_location())
-        return _Bridge.apply(fn, treedef, like, *leaves)
-    return wrapped
+        return _Bridge.apply(fn, treedef, like, torch.is_grad_enabled(), *leaves)
+    # torch.compile cannot trace into dloop (it reads the tensors' memory through DLPack):
+    # the call is left to run eagerly, a graph break, instead of failing inside Dynamo.
+    return torch.compiler.disable(wrapped) if hasattr(torch, "compiler") else wrapped

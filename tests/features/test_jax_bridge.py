@@ -95,3 +95,40 @@ def test_forward_mode_and_second_derivatives_are_refused_clearly(transform):
         run()
     assert __file__ in str(e.value)
     np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), 3.0)
+
+
+def test_complex_gradients_follow_jax_convention():
+    """dloop's complex cotangent is PyTorch's (dL/dRe + i dL/dIm), JAX's is its conjugate:
+    handed over unconverted, every complex gradient came back conjugated."""
+    z, w = jnp.array([1 + 2j, 3 - 1j]), jnp.array([0.5 - 1j, 2 + 0.3j])
+    f = dloop.jax.function(lambda z, w: z * z * w)
+
+    def loss(f):
+        return lambda z, w: jnp.sum(jnp.abs(f(z, w)) ** 2 + jnp.real(f(z, w)) * 3.0)
+    got = jax.grad(loss(f), argnums=(0, 1))(z, w)
+    want = jax.grad(loss(lambda z, w: z * z * w), argnums=(0, 1))(z, w)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-13)
+
+
+def test_arguments_jax_does_not_differentiate_are_constants():
+    """gammainc has no gradient in a: with a held constant, jax.grad in x failed."""
+    special = pytest.importorskip("scipy.special")
+    a, x = jnp.array([1.5, 2.0, 3.0]), jnp.array([0.5, 1.0, 1.5])
+    f = dloop.jax.function(lambda a, x: special.gammainc(a, x))
+    g = jax.grad(lambda x: f(a, x).sum())(x)
+    np.testing.assert_allclose(g, jax.grad(lambda x: jax.scipy.special.gammainc(a, x).sum())(x),
+                               rtol=1e-12)
+
+
+def test_dloop_errors_in_the_backward_pass_arrive_as_dloop_errors():
+    """The backward callback runs inside jax.grad, outside the call: its AdstackOverflowError
+    arrived as JaxRuntimeError."""
+    f = dloop.jax.function(lambda x: dl.fori_loop(0, np.array([5, 5, 5]),
+                                                    lambda i, v: np.sin(v) * 1.1, x).sum())
+    dl.config.update("adstack_capacity", 2)
+    try:
+        with pytest.raises(dl.AdstackOverflowError):
+            jax.grad(f)(jnp.ones(3))
+    finally:
+        dl.config.update("adstack_capacity", None)

@@ -109,3 +109,32 @@ def test_unreadable_dtypes_and_bridge_errors_name_the_user_line():
         f(torch.ones(2, dtype=torch.float64, requires_grad=True))    # E-tuple
     line = next(k for k, t in enumerate(open(__file__), 1) if t.rstrip().endswith("E-tuple"))
     assert f"{__file__}:{line}" in str(e.value)
+
+
+def test_float_tensors_without_requires_grad_are_constants():
+    """Every float tensor was differentiated, so one PyTorch wants no gradient for (gammainc's
+    a, which has no gradient rule) made backward fail."""
+    special = pytest.importorskip("scipy.special")
+    a = torch.tensor([1.5, 2.0, 3.0], dtype=torch.float64)
+    x = torch.tensor([0.5, 1.0, 1.5], dtype=torch.float64, requires_grad=True)
+    dloop.torch.function(lambda a, x: special.gammainc(a, x).sum())(a, x).backward()
+    expected = torch.exp((a - 1) * torch.log(x.detach()) - x.detach() - torch.lgamma(a))
+    torch.testing.assert_close(x.grad, expected, rtol=1e-12, atol=0)
+    with torch.no_grad():       # no gradient wanted at all: integer outputs are fine
+        assert dloop.torch.function(lambda x: x > 0.7)(x).tolist() == [False, True, True]
+
+
+def test_inside_torch_compile():
+    """Dynamo traced into the bridge and failed on DLPack of a FakeTensor; now a graph break
+    (the eager backend: the failure was in tracing, and compiling C++ is not needed)."""
+    layer = torch.nn.Linear(4, 4, dtype=torch.float64)
+    f = dloop.torch.function(lambda x: simulate(x, 1.0))
+    x = torch.tensor([0.3, -0.7, 1.1, 0.5], dtype=torch.float64)
+
+    def model(x):
+        return f(layer(x)).pow(2).sum()
+    model(x).backward()
+    expected = layer.weight.grad.clone()
+    layer.zero_grad()
+    torch.compile(model, backend="eager")(x).backward()
+    torch.testing.assert_close(layer.weight.grad, expected, rtol=1e-12, atol=1e-14)
