@@ -11,7 +11,7 @@ import threading
 import jax
 import numpy as np
 
-from . import api
+from . import api, pytree
 from .errors import DloopError, DloopNotImplementedError, DloopTypeError
 from .source import user_location
 
@@ -29,10 +29,10 @@ def _inexact(a):
 def _output_spec(fn, args, where):
     """fn's one output as a jax.ShapeDtypeStruct, found by tracing fn on zeros (no run)."""
     zeros = [np.zeros(a.shape, a.dtype) for a in args]
-    graph = api._trace(fn, zeros, where)[0]
-    if len(graph.outputs) != 1:
+    graph, _, _, out_td, _ = api._trace(fn, zeros, where)
+    if len(graph.outputs) != 1 or out_td.kind != "leaf":
         raise DloopTypeError(f"dloop.jax.function needs fn to return one array, but it "
-                             f"returned {len(graph.outputs)}", where)
+                             f"returned {pytree.describe(out_td)} (* an array)", where)
     (out,) = graph.outputs
     # Without jax_enable_x64, JAX holds no 64-bit values: the result is cast to 32 bits.
     return jax.ShapeDtypeStruct(out.aval.shape, jax.dtypes.canonicalize_dtype(out.aval.dtype))
@@ -118,7 +118,8 @@ def function(fn):
     wrapped.defvjp(forward_saving, backward, symbolic_zeros=True)
 
     @functools.wraps(fn)
-    def call(*args):
+    def call(*args, **kwargs):
+        api._no_keywords(kwargs)
         where = user_location()
         converted = []
         for k, a in enumerate(args):

@@ -126,6 +126,12 @@ def to_numpy(x, where=None):
     return np.asarray(x)
 
 
+def _torch_from_numpy(array, example):
+    import torch
+    out = torch.from_dlpack(array)
+    return out.to(example.device) if example.device.type != "cpu" else out
+
+
 def from_numpy(array, library, example):
     """`array` (NumPy, or CuPy from the cuda backend) as an array of `library` on the
     example's device (example: an input array of that library), through DLPack."""
@@ -139,7 +145,12 @@ def from_numpy(array, library, example):
     array = np.asarray(array)
     if library == NUMPY or example is None:
         return array
-    # NumPy exports only writeable, contiguous arrays through DLPack.
+    if library == "torch" and array.flags.writeable and all(
+            s >= 0 and s % array.itemsize == 0 for s in array.strides):
+        # A strided view (a[:, ::2], a.T) stays a view of its input, as NumPy's would
+        # (design.md 32); negative strides abort PyTorch's DLPack import.
+        return _torch_from_numpy(array, example)
+    # NumPy exports only writeable arrays through DLPack, and other libraries dense ones.
     array = np.require(array, requirements=["C", "W"])
     out = array_api_compat.array_namespace(example).from_dlpack(array)
     if library == "torch" and example.device.type != "cpu":

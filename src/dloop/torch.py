@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from . import api, config, libraries, pytree
-from .errors import DloopNotImplementedError, DloopTypeError
+from .errors import DloopError, DloopNotImplementedError, DloopTypeError
 from .source import user_location
 
 
@@ -18,6 +18,10 @@ def _to_array(t):
     if torch.is_tensor(t):
         t = t.detach()
         return libraries.to_input(t, t.is_cuda and config.backend in (None, "cuda"))
+    if not hasattr(t, "__array__") and not hasattr(t, "__dlpack__"):
+        # A Python number (or a string, a flag) reaches fn as itself, as it would without
+        # the bridge: as a 0-d array, 2.5 made float32 tensors float64, and "double" an array.
+        return t
     return libraries.to_numpy(t)
 
 
@@ -89,14 +93,26 @@ def function(fn):
     function on tensors, differentiable by PyTorch in its float tensors
     (torch.autograd.gradcheck passes in float64)."""
     @functools.wraps(fn)
-    def wrapped(*args):
+    def wrapped(*args, **kwargs):
+        api._no_keywords(kwargs)
         leaves, treedef = pytree.flatten(list(args))
         like = next((t for t in leaves if torch.is_tensor(t)), None)
         if like is None:
             raise DloopTypeError("dloop.torch.function needs at least one torch tensor "
                                  "among its arguments; call fn directly on other arrays",
                                  user_location())
-        return _Bridge.apply(fn, treedef, like, torch.is_grad_enabled(), *leaves)
+        try:
+            return _Bridge.apply(fn, treedef, like, torch.is_grad_enabled(), *leaves)
+        except (RuntimeError, NotImplementedError) as e:
+            # torch.func's transforms need setup_context, forward mode a jvp: dloop has
+            # reverse-mode first derivatives only.
+            if isinstance(e, DloopError) or ("setup_context" not in str(e) and
+                                             "jvp function" not in str(e)):
+                raise
+            raise DloopNotImplementedError(
+                "dloop.torch.function has first derivatives in reverse mode only "
+                "(loss.backward(), torch.autograd.grad); torch.func's transforms (grad, vmap, "
+                "jacrev) and forward-mode AD are not supported", user_location()) from None
     # torch.compile cannot trace into dloop (it reads the tensors' memory through DLPack):
     # the call is left to run eagerly, a graph break, instead of failing inside Dynamo.
     return torch.compiler.disable(wrapped) if hasattr(torch, "compiler") else wrapped

@@ -258,3 +258,13 @@ def test_numpy_reductions_accumulate_in_the_dtype_given():
     for got, want in zip(dl.jit(f)(b, i), f(b, i)):
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: np.tile(x, np.array(2)), lambda x: np.tile(x, np.int64(2)),
+    lambda x: np.tile(x, (np.int64(2), 1)), lambda x: np.repeat(x, np.int64(2)),
+    lambda x: np.repeat(x, np.array(2), axis=0)])
+def test_counts_as_numpy_integers_and_0d_arrays(call):
+    """np.tile(x, np.array(2)) ended in 'iteration over a 0-d array', np.repeat refused a
+    NumPy integer as per-element counts."""
+    np.testing.assert_array_equal(dl.jit(call)(A), call(A))

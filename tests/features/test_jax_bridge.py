@@ -132,3 +132,18 @@ def test_dloop_errors_in_the_backward_pass_arrive_as_dloop_errors():
             jax.grad(f)(jnp.ones(3))
     finally:
         dl.config.update("adstack_capacity", None)
+
+
+@pytest.mark.parametrize("fn, said", [(lambda x: {"a": x}, "{'a': *}"),
+                                      (lambda x: (x, x), "(*, *)")])
+def test_a_result_that_is_not_one_array_is_refused(fn, said):
+    """A one-leaf dict ended in JaxRuntimeError (a TypeError inside the callback)."""
+    with pytest.raises(dl.DloopTypeError, match="one array") as e:
+        dloop.jax.function(fn)(jnp.ones(2))
+    assert said in str(e.value) and __file__ in str(e.value)
+
+
+def test_keyword_arguments_are_refused_as_by_jit():
+    with pytest.raises(dl.DloopTypeError, match="keyword arguments") as e:
+        dloop.jax.function(lambda x: x * 2)(x=jnp.ones(2))
+    assert __file__ in str(e.value)

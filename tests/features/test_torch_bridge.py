@@ -138,3 +138,59 @@ def test_inside_torch_compile():
     layer.zero_grad()
     torch.compile(model, backend="eager")(x).backward()
     torch.testing.assert_close(layer.weight.grad, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_torch_func_transforms_and_forward_mode_are_refused_clearly():
+    """torch.func's transforms ended in PyTorch's 'must override the setup_context
+    staticmethod', forward mode in 'You must implement the jvp function'."""
+    import torch.autograd.forward_ad as fwAD
+    f = dloop.torch.function(lambda x: (x ** 3).sum())
+    x = torch.ones(3, dtype=torch.float64)
+
+    def forward_mode():
+        with fwAD.dual_level():
+            f(fwAD.make_dual(x, torch.ones_like(x)))
+    for run in (lambda: torch.func.grad(f)(x), lambda: torch.func.vmap(f)(x.repeat(2, 1)),
+                forward_mode):
+        with pytest.raises(dl.DloopNotImplementedError, match="reverse mode only") as e:
+            run()
+        assert __file__ in str(e.value)
+    x.requires_grad_(True)
+    f(x).backward()
+    torch.testing.assert_close(x.grad, 3 * torch.ones_like(x))
+
+
+def test_keywords_and_python_values_reach_fn_as_without_the_bridge():
+    """A Python number stays a number (as a 0-d float64 array it made float32 results
+    float64), a string stays a string; keyword arguments are refused as by dl.jit."""
+    x = torch.ones(2, requires_grad=True)
+    assert dloop.torch.function(lambda x, s: x * s)(x, 2.5).dtype == torch.float32
+    f = dloop.torch.function(lambda x, mode: x * 2 if mode == "double" else x * 3)
+    assert f(x, "double").tolist() == [2.0, 2.0]
+    with pytest.raises(dl.DloopTypeError, match="keyword arguments") as e:
+        dloop.torch.function(lambda x: x * 2)(x=x)
+    assert __file__ in str(e.value)
+
+
+def test_torch_functions_on_traced_values_name_the_numpy_spelling():
+    f = dloop.torch.function(lambda x: dl.fori_loop(0, 2, lambda i, v: torch.sin(v), x))
+    with pytest.raises(dl.DloopTypeError, match=r"np\.sin\(v\)") as e:
+        f(torch.ones(2, dtype=torch.float64, requires_grad=True))
+    assert __file__ in str(e.value)
+
+
+def test_strided_views_of_tensors_stay_views():
+    """A slice with a step or a transpose came back as a copy (a dense array for DLPack);
+    NumPy's and PyTorch's are views (design.md 32). Negative strides, which PyTorch cannot
+    hold, are copies."""
+    t = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    for view in (lambda a: a[:, ::2], lambda a: a.T, lambda a: a[1:]):
+        out = dl.jit(view)(t)
+        torch.testing.assert_close(out, view(t))
+        out.fill_(-1.0)
+        assert (t == -1).sum() == out.numel()
+        t = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    out = dl.jit(lambda a: a[::-1])(t)
+    torch.testing.assert_close(out, torch.flip(t, (0,)))
+    out.fill_(-1.0)
+    assert not (t == -1).any()

@@ -4,6 +4,7 @@ and searchsorted are host primitives of their own."""
 
 import builtins
 import math
+import operator
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
@@ -128,7 +129,8 @@ def matrix_transpose(x):
 
 
 def tile(x, reps):
-    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    # NumPy's: one count (a NumPy integer, a 0-d array) or a sequence of them.
+    reps = (operator.index(reps),) if np.ndim(reps) == 0 else tuple(map(operator.index, reps))
     shape = np.shape(x)
     nd = builtins.max(len(shape), len(reps))
     shape = (1,) * (nd - len(shape)) + tuple(shape)
@@ -140,8 +142,9 @@ def tile(x, reps):
 
 
 def repeat(x, repeats, axis=None):
-    if not isinstance(repeats, int):
+    if np.ndim(repeats) != 0 or isinstance(repeats, Tracer):
         raise DloopNotImplementedError("repeat with per-element counts", user_location())
+    repeats = operator.index(repeats)
     if axis is None:
         x, axis = ops.reshape(x, (-1,)), 0
     axis = _axis(axis, np.ndim(x))

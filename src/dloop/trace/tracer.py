@@ -468,3 +468,13 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         from .numpy_hooks import array_function
         return array_function(func, args, kwargs)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch.sin(v) of a traced value (inside dloop.torch.function, where the body is
+        dloop's): PyTorch would say only that v is not a Tensor."""
+        name = getattr(func, "__name__", str(func))
+        raise DloopTypeError(
+            f"torch.{name} was called on a traced value; dloop traces NumPy and array-API "
+            f"code, so write np.{name}(v), or xp = v.__array_namespace__() and "
+            f"xp.{name}(v)", user_location())
