@@ -38,8 +38,9 @@ def _prod_vjp(x, g, *, axes):
     moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
     flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
     ones = np.ones(flat.shape[:-1] + (1,), dtype=x.dtype, like=x)
-    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
-    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1),
+    # [1, x0, x1, ...] cut to x's length (not [1] + x[:-1], one too long where x is empty).
+    before = np.cumprod(np.concatenate([ones, flat], axis=-1)[..., :-1], axis=-1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)], axis=-1)[..., :-1],
                                axis=-1), -1)
     # Complex cotangents are dL/dRe + i dL/dIm: g times the conjugate.
     others = _conj((before * after).reshape(moved.shape))

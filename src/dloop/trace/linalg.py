@@ -46,6 +46,9 @@ def det(x, /):
     beyond (its gradient needs the inverse: a singular matrix is an error there)."""
     x = _matrices(x, "det", square=True)
     n = np.shape(x)[-1]
+    if n == 0:
+        # The empty product: 1 for each 0 x 0 matrix (NumPy's det), in x's dtype.
+        return ops.add(ops.sum(x, axis=(-2, -1)), 1)
     if n > 3:
         sign, logabsdet = slogdet(x)
         return ops.multiply(sign, ops.unary("exp", logabsdet))

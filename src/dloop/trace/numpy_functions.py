@@ -150,11 +150,51 @@ argsort = _flat_if_none(lambda a, axis, kind=None, order=None, *, stable=None:
                         utilities.argsort(a, axis=axis), -1)
 
 
+def _order(a, order, name):
+    """NumPy's index order for reshape / ravel / flatten: 'C' or 'F' ('A' is 'F' for an
+    array contiguous in Fortran order only, else 'C'); 'K' (memory order) is refused."""
+    if order is None or order == "C":
+        return "C"
+    if order == "A":
+        flags = layout_of(a).flags if isinstance(a, Tracer) else np.asarray(a).flags
+        return "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+    if order == "F":
+        return "F"
+    raise DloopNotImplementedError(f"{name}(order={order!r}) on a traced array: orders 'C', "
+                                   "'F' and 'A' are supported", user_location())
+
+
+def _reversed_axes(a):
+    return ops.permute_dims(a, tuple(range(np.ndim(a)))[::-1])
+
+
+def reshape(a, shape, order="C", copy=None, name="reshape"):
+    """NumPy's reshape in order 'C' or 'F': in Fortran order, the C-order reshape of the
+    array with its axes reversed, reversed back (views where NumPy's are, as the layout
+    of the reversed array decides)."""
+    a = ops._check_operand(a)
+    if _order(a, order, name) == "C":
+        return ops.reshape(a, shape, copy=copy)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return _reversed_axes(ops.reshape(_reversed_axes(a), shape[::-1], copy=copy))
+
+
 def ravel(a, order="C"):
-    # NumPy's ravel is a view only of a C-contiguous array; of any other (a strided or
-    # transposed view, even one that reshape could view) it is a copy.
-    copy = isinstance(a, Tracer) and not layout_of(a).flags.c_contiguous
-    return ops.reshape(a, (-1,), copy=copy or None)
+    # NumPy's ravel is a view only of a C-contiguous array (in order 'F', of an
+    # F-contiguous one); of any other (a strided or transposed view, even one that reshape
+    # could view) it is a copy.
+    a = ops._check_operand(a)
+    order = _order(a, order, "ravel")
+    if isinstance(a, Tracer):
+        flags = layout_of(a).flags
+        copy = not (flags.c_contiguous if order == "C" else flags.f_contiguous)
+    else:
+        copy = False
+    return reshape(a, (-1,), order, copy=copy or None, name="ravel")
+
+
+def flatten(a, order="C"):
+    return reshape(a, (-1,), _order(a, order, "flatten"), copy=True, name="flatten")
 
 
 def _sort_in_place(self, axis=-1, kind=None, order=None):
@@ -208,7 +248,7 @@ ops.install_methods({
     "min": _reduction(ops.min, "min", False), "var": spread("var"), "std": spread("std"),
     "clip": lambda self, min=None, max=None: ops.clip(self, min, max),
     "copy": lambda self, order="C": self.copied(),
-    "ravel": ravel, "flatten": lambda self, order="C": ops.reshape(self, (-1,), copy=True),
+    "ravel": ravel, "flatten": flatten,
     "any": lambda self, axis=None, keepdims=False: utilities.any(self, axis=axis,
                                                                  keepdims=keepdims),
     "all": lambda self, axis=None, keepdims=False: utilities.all(self, axis=axis,

@@ -97,7 +97,8 @@ _FUNCTIONS = {
     np.tile: lambda a, reps: xp.tile(a, reps),
     np.repeat: lambda a, repeats, axis=None: xp.repeat(a, repeats, axis=axis),
     np.broadcast_arrays: lambda *arrays: xp.broadcast_arrays(*arrays),
-    np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.matmul(a, b)
+    np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.multiply(a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0 else xp.matmul(a, b)
     if np.ndim(a) <= 2 and np.ndim(b) <= 2 else _unsupported("np.dot of 3-d arrays"),
     np.tensordot: lambda a, b, axes=2: xp.tensordot(a, b, axes=axes),
     np.matrix_transpose: lambda x: xp.matrix_transpose(x),
@@ -114,7 +115,8 @@ _FUNCTIONS = {
     np.round: lambda a, decimals=0: xp.round(a) if decimals == 0 else
     _unsupported("np.round with decimals"),
     np.broadcast_to: lambda a, shape: ops.broadcast_to(a, shape),
-    np.reshape: lambda a, shape=None, **kw: ops.reshape(a, kw.get("newshape", shape)),
+    np.reshape: lambda a, shape=None, order="C", *, newshape=None, copy=None: nf.reshape(
+        a, shape if newshape is None else newshape, order, copy=copy),
     np.transpose: lambda a, axes=None: ops.transpose(a) if axes is None else
     ops.permute_dims(a, axes),
     np.astype: lambda x, dtype, copy=True: ops.astype(x, dtype),
@@ -128,7 +130,9 @@ _FUNCTIONS = {
     np.ravel: nf.ravel, np.exp2: nf.exp2, np.heaviside: nf.heaviside,
     np.any: lambda a, axis=None, keepdims=False: xp.any(a, axis=axis, keepdims=keepdims),
     np.all: lambda a, axis=None, keepdims=False: xp.all(a, axis=axis, keepdims=keepdims),
-    np.take_along_axis: lambda a, indices, axis: xp.take_along_axis(a, indices, axis=axis),
+    np.take_along_axis: lambda a, indices, axis=-1: xp.take_along_axis(
+        a if axis is not None else xp.reshape(a, (-1,)), indices,
+        axis=axis if axis is not None else 0),
     np.copy: lambda a, order="K", subok=False: xp.asarray(a, copy=True),
     np.real: xp.real, np.imag: xp.imag, np.angle: arrays.angle,
     np.iscomplexobj: lambda x: ops.result_dtype(x).kind == "c",

@@ -535,10 +535,8 @@ def _viewed(base, derive, write_back, layout):
 
 
 def _reshape_method(self, *shape, order="C", copy=None):
-    if order != "C":
-        raise DloopNotImplementedError(f"reshape(order={order!r}): only order='C' is supported",
-                                       user_location())
-    return reshape(self, shape[0] if len(shape) == 1 else shape, copy=copy)
+    from .numpy_functions import reshape as ordered_reshape   # numpy_functions imports ops
+    return ordered_reshape(self, shape[0] if len(shape) == 1 else shape, order, copy=copy)
 
 
 def _transpose_method(self, *axes):
