@@ -227,7 +227,7 @@ def _argnums(argnums, nargs, where):
     return tuple(k % nargs for k in nums)
 
 
-def _diff_inputs(args, nums, where):
+def _diff_inputs(args, nums, where, leave_out="leave this argument out of argnums"):
     """Positions, among the flattened arguments, of the leaves being differentiated."""
     positions, offset = {}, 0
     for k, a in enumerate(args):
@@ -239,7 +239,7 @@ def _diff_inputs(args, nums, where):
                     raise DloopTypeError(
                         f"cannot differentiate with respect to {path}: its dtype is "
                         f"{dtype.name}, and gradients need float or complex inputs (pass "
-                        "float values, or leave this argument out of argnums)", where)
+                        f"float values, or {leave_out})", where)
             positions[k] = (offset, len(leaves), td)
         offset += len(leaves)
     return positions
@@ -337,7 +337,9 @@ def vjp(fun, *primals, has_aux=False):
     where = user_location()
     _check_fun(fun, "vjp", where)
     _no_nesting("vjp", where)
-    positions = _diff_inputs(primals, range(len(primals)), where)
+    positions = _diff_inputs(primals, range(len(primals)), where,
+                             "pass it to f through a closure or functools.partial instead of "
+                             "as a primal: vjp differentiates every primal")
     graph, consts, arrays, out_td, library = _trace(fun, primals, where)
     n_main = len(graph.outputs)
     _check_aux(out_td, has_aux, "vjp", where)

@@ -144,7 +144,9 @@ def from_numpy(array, library, example):
         array = array.get()
     array = np.asarray(array)
     if library == NUMPY or example is None:
-        return array
+        # A result the program did not compute (np.ones_like(x): a broadcast constant) is
+        # read-only; NumPy's own function returns an array the caller may write to.
+        return array if array.flags.writeable else array.copy()
     if library == "torch" and array.flags.writeable and all(
             s >= 0 and s % array.itemsize == 0 for s in array.strides):
         # A strided view (a[:, ::2], a.T) stays a view of its input, as NumPy's would

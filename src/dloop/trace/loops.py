@@ -2,6 +2,7 @@
 
 import inspect
 import itertools
+import warnings
 
 import numpy as np
 
@@ -13,7 +14,8 @@ from ..libraries import DTYPES
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
-from .tracer import Builder, Tracer, bind, captured, current_builder, is_tracing
+from .tracer import (Builder, Tracer, WeakTracer, bind, captured, current_builder,
+                     is_tracing)
 
 _loop_ids = itertools.count()
 
@@ -50,7 +52,7 @@ def fori_loop(lower, upper, body_fun, init_val):
                              src)
     shape = _element_shape(bound_shape, leaves, treedef, src)     # None: a collective loop
     with Builder(current_builder(), per_element=bool(bound_shape)) as child:
-        i = Tracer(child, child.new_input(Aval(bound_shape, index_dtype)))
+        i = WeakTracer(child, child.new_input(Aval(bound_shape, index_dtype)))
         carries = [Tracer(child, child.new_input(_aval(x))) for x in leaves]
         out = body_fun(i, pytree.unflatten(treedef, carries))
         body = child.finish(_check_carry_out(out, leaves, treedef, "body_fun", src))
@@ -313,7 +315,7 @@ def _carry_leaves(init, src):
     out = []
     for path, x in zip(pytree.leaf_paths(treedef), leaves):
         x = _from_library(x, src)
-        if isinstance(x, (bool, int, float)):
+        if isinstance(x, (bool, int, float, complex)):
             x = np.asarray(x)
         if not isinstance(x, (Tracer, np.ndarray, np.generic)):
             raise DloopTypeError(f"{path} of the initial carry is a {type(x).__name__}; carries "
@@ -374,7 +376,7 @@ def _check_carry_out(out, leaves, treedef, fname, src):
     checked = []
     for path, new, old in zip(pytree.leaf_paths(treedef), out_leaves, leaves):
         want = _aval(old)
-        if isinstance(new, (bool, int, float)):
+        if isinstance(new, (bool, int, float, complex)):
             new = _python_scalar(new, want.dtype, path, fname, src)
         got = _aval(new)
         if got.shape != want.shape or got.dtype != want.dtype:
@@ -389,15 +391,19 @@ def _check_carry_out(out, leaves, treedef, fname, src):
 def _python_scalar(value, dtype, path, fname, src):
     """A Python number returned for a carry, as the carry's dtype, where that keeps its
     value: a float returned for an integer carry would be truncated (0.5 -> 0)."""
-    kinds = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float)}[dtype.kind]
+    kinds = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float),
+             "c": (int, float, complex)}[dtype.kind]
     ok = isinstance(value, kinds) and (dtype.kind == "b" or not isinstance(value, bool))
     if ok and dtype.kind in "iu":
         ok = np.iinfo(dtype).min <= value <= np.iinfo(dtype).max
     if not ok:
-        kind = "a float" if isinstance(value, float) else "a bool" if isinstance(value, bool) \
+        kind = "a float" if isinstance(value, float) else "a complex" \
+            if isinstance(value, complex) else "a bool" if isinstance(value, bool) \
             else "a wider integer"
         try:
-            became = f"; it would become {np.asarray(value).astype(dtype)!r}"
+            with warnings.catch_warnings():     # ComplexWarning: this cast is the point
+                warnings.simplefilter("ignore")
+                became = f"; it would become {np.asarray(value).astype(dtype)!r}"
         except OverflowError:
             became = ", which it cannot hold"
         raise DloopTypeError(

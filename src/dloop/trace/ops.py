@@ -11,7 +11,7 @@ from ..libraries import DTYPES
 from ..ir import prims
 from ..ir.semantics import evaluate
 from ..source import user_location
-from .tracer import (Tracer, View, bind1, captured, current_builder, layout_of,
+from .tracer import (Tracer, View, WeakTracer, bind1, captured, current_builder, layout_of,
                      refuse_subclass)
 
 P = prims.REGISTRY
@@ -44,12 +44,19 @@ def shape_of(x):
     return x.shape if isinstance(x, Tracer) else np.shape(x)
 
 
+# A Python number of each kind, standing for a WeakTracer in promotion.
+_WEAK_AS = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
 def result_dtype(*xs):
-    """Array-API promotion; Python scalars are weak (they take the array's dtype)."""
+    """Array-API promotion; Python scalars are weak (they take the array's dtype), and so are
+    WeakTracers, but integer ones toward integer arrays (they promote by their own dtype)."""
     strong, weak = [], []
     for x in xs:
         dtype = dtype_of(x)
         (weak if dtype is None else strong).append(x if dtype is None else dtype)
+    if any(type(x) is WeakTracer for x in xs):
+        return _weak_promotion(xs)
     if not strong:
         return np.result_type(*weak)
     first = strong[0]
@@ -59,6 +66,20 @@ def result_dtype(*xs):
             all(type(w) in (bool, int, float) for w in weak):
         return first
     return np.result_type(*strong, *weak)
+
+
+def _weak_promotion(xs):
+    arrays = [x.dtype for x in xs if type(x) is not WeakTracer and dtype_of(x) is not None]
+    integer_arrays = any(d.kind in "biu" for d in arrays)
+    operands = []
+    for x in xs:
+        if type(x) is WeakTracer:
+            kind = x.dtype.kind
+            integer = kind in "iu"
+            operands.append(x.dtype if integer and integer_arrays else _WEAK_AS[kind])
+        else:
+            operands.append(x if dtype_of(x) is None else dtype_of(x))
+    return np.result_type(*operands)
 
 
 def convert(x, dtype):
@@ -479,6 +500,25 @@ def _install_operators():
     # __matmul__ is installed with the array methods (arrays.py), after this.
     Tracer.__imatmul__ = _in_place("@", lambda a, b: a.__matmul__(b))
     Tracer.T = property(transpose)
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+        for side in ("", "r"):
+            setattr(WeakTracer, f"__{side}{name}__", _weak(getattr(Tracer, f"__{side}{name}__")))
+    for name in ("neg", "pos", "abs"):
+        setattr(WeakTracer, f"__{name}__", _weak(getattr(Tracer, f"__{name}__")))
+
+
+def _weak(operator):
+    """A Python operator of a WeakTracer: where the other operand is a Python number too,
+    the result stands for one (i * 0.1 is a Python float in the loop NumPy runs), where NumPy's
+    functions (np.sin(i)) give NumPy scalars, which are not weak."""
+    def apply(*operands):
+        out = operator(*operands)
+        if isinstance(out, Tracer) and all(
+                type(x) is WeakTracer or isinstance(x, (bool, int, float, complex))
+                for x in operands):
+            return WeakTracer(out.builder, out.node)
+        return out
+    return apply
 
 
 def positive(a):

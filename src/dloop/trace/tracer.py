@@ -478,3 +478,12 @@ class Tracer:
             f"torch.{name} was called on a traced value; dloop traces NumPy and array-API "
             f"code, so write np.{name}(v), or xp = v.__array_namespace__() and "
             f"xp.{name}(v)", user_location())
+
+
+class WeakTracer(Tracer):
+    """A traced value standing for a Python number: a fori_loop index (the loop NumPy runs,
+    `for i in range(lower, upper)`, gives Python ints), and arithmetic of such values with
+    Python numbers. It promotes as a Python number does (ops.result_dtype): v + i and
+    v + 0.1 * i keep a float32 v float32, where an int64 index made them float64. Toward an
+    integer array it keeps its own dtype, so its values never wrap."""
+    __slots__ = ()
