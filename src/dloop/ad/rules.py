@@ -49,7 +49,8 @@ _DERIVATIVES = {
     "cosh": lambda em, x, y: em.op("sinh", x),
     "tanh": lambda em, x, y: em.op("sub", _one(em, x), em.mul(y, y)),
     "exp": lambda em, x, y: y,
-    "expm1": lambda em, x, y: em.add(y, _one(em, x)),
+    # exp(x), not y + 1: that cancels for x < 0 (0 from x = -38 on; boxcox's slope in x).
+    "expm1": lambda em, x, y: em.op("exp", x),
     "log": lambda em, x, y: _reciprocal(em, x),
     "log1p": lambda em, x, y: _reciprocal(em, em.add(_one(em, x), x)),
     "log2": lambda em, x, y: _reciprocal(em, em.mul(x, em.lit(math.log(2.0), x))),
@@ -265,7 +266,10 @@ def _incomplete_gamma_rule(sign):
         log_density = em.op("sub", em.op("sub", em.mul(em.op("sub", a, _one(em, a)),
                                                        em.op("log", x)), x),
                             em.op("gammaln", a))
-        slope = em.mul(em.op("exp", log_density), em.lit(sign, x))
+        # The density's limit at x = inf is 0; its log there is inf - inf.
+        density = em.op("select", em.op("eq", x, em.lit(math.inf, x)), em.lit(0.0, x),
+                        em.op("exp", log_density))
+        slope = em.mul(density, em.lit(sign, x))
         return [None, em.unbroadcast(em.mul(bars[0], slope), x.aval.shape)]
     return rule
 

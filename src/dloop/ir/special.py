@@ -57,13 +57,18 @@ def _erf_series(o, x):
     return o("mul", o("mul", total, _exp_neg_square(o, x)), 2.0 / SQRT_PI)
 
 
-def _erfc_fraction(o, x, depth=ERFC_FRACTION_DEPTH):
-    """erfc(x) for x >= 2 by its continued fraction exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x +
-    (3/2)/(x + ...)))), evaluated from the tail."""
+def _erfc_denominator(o, x, depth):
+    """t = x + (1/2)/(x + 1/(x + (3/2)/(x + ...))), evaluated from the tail: erfc(x) =
+    exp(-x^2) / (sqrt(pi) t)."""
     t = x
     for k in range(depth, 0, -1):
         t = o("add", x, o("div", o.c(k / 2.0), t))
-    return o("div", _exp_neg_square(o, x), o("mul", t, SQRT_PI))
+    return t
+
+
+def _erfc_fraction(o, x, depth=ERFC_FRACTION_DEPTH):
+    """erfc(x) for x >= 2 by its continued fraction."""
+    return o("div", _exp_neg_square(o, x), o("mul", _erfc_denominator(o, x, depth), SQRT_PI))
 
 
 def erf(m, x):
@@ -103,10 +108,22 @@ def _initial_inverse(o, log_one_minus_x2, sign_of):
 
 
 def _erfcinv_small(o, c):
-    """y > 0 with erfc(y) = c, for 0 < c <= 0.005 (accurate down to the smallest c)."""
+    """y > 0 with erfc(y) = c, for 0 < c <= 0.005 (y >= 1.99), by Halley's iteration on
+    g(y) = log erfc(y) - log c: erfc(y) itself is subnormal below c = 2.2e-308, with too few
+    bits for the root (ndtri(5e-324) was 1.2e-4 off). With erfc(y) = exp(-y^2) / (sqrt(pi) t),
+    g' = -2t and g'' = 4t (y - t), so the step is y += g / (2t - g (y - t))."""
+    log_c = o("log", c)
     log_term = o("log", o("mul", c, o("sub", 2.0, c)))        # log(1 - x^2), x = 1 - c
     y = _initial_inverse(o, log_term, o.c(1.0))
-    return _halley(o, lambda o, y: erfc(o.m, y), -1.0, y, c, steps=4)
+    for _ in range(4):
+        t = _erfc_denominator(o, y, ERFC_NEAR_DEPTH)
+        hi = o("div", o("floor", o("mul", y, 16.0)), 16.0)  # -y^2 as in _exp_neg_square
+        log_erfc = o("sub", o("sub", o("neg", o("mul", hi, hi)),
+                              o("mul", o("sub", y, hi), o("add", y, hi))),
+                     o("log", o("mul", t, SQRT_PI)))
+        g = o("sub", log_erfc, log_c)
+        y = o("add", y, o("div", g, o("sub", o("mul", t, 2.0), o("mul", g, o("sub", y, t)))))
+    return y
 
 
 def _erfinv_central(o, x):
@@ -277,7 +294,8 @@ def _bessel_asymptotic(o, ax, order):
         coef *= -(4 * order * order - (2 * k - 1) ** 2) / (k * 8.0)
         power = o("mul", power, inv)
         total = o("add", total, o("mul", power, coef))
-    return o("div", total, o("sqrt", o("mul", ax, 2 * math.pi)))
+    # sqrt(x) sqrt(2 pi): 2 pi x overflows above 2.8e307, where the result is still normal.
+    return o("div", total, o("mul", o("sqrt", ax), math.sqrt(2 * math.pi)))
 
 
 def _bessel_scaled(m, x, order):
@@ -337,9 +355,16 @@ def _incomplete_gamma(m, a, x, upper):
     p = _gamma_series(o, a, o("max", xs, 0.0))
     q = _gamma_fraction(o, a, xf)
     out = o.where(series_side, o("sub", 1.0, p) if upper else p, q if upper else o("sub", 1.0, q))
-    out = o.where(o("eq", x, 0.0), 1.0 if upper else 0.0, out)
-    bad = o("or", o("lt", x, 0.0), o("le", a, 0.0))
-    return o.where(bad, math.nan, out)
+    # The edges, as SciPy gives them: a log(x) - x is inf - inf at x = inf and at a = inf, and
+    # P(0, x) = 1 for x > 0 is SciPy's convention (the limit as a -> 0).
+    lower_end, upper_end = (1.0, 0.0) if upper else (0.0, 1.0)
+    out = o.where(o("eq", x, 0.0), lower_end, out)
+    out = o.where(o("or", o("eq", a, 0.0), o("eq", x, math.inf)), upper_end, out)
+    out = o.where(o("eq", a, math.inf), lower_end, out)
+    ok = o("and", o("ge", x, 0.0), o("ge", a, 0.0))       # false for a NaN too
+    corner = o("or", o("and", o("eq", a, 0.0), o("eq", x, 0.0)),
+               o("and", o("eq", a, math.inf), o("eq", x, math.inf)))
+    return o.where(o("and", ok, o("not", corner)), out, math.nan)
 
 
 def gammainc(m, a, x):
@@ -353,6 +378,9 @@ def gammaincc(m, a, x):
 
 
 ZETA_TERMS = 10     # Hurwitz zeta: sum the first terms, then Euler-Maclaurin with 8 corrections
+# The expansion's lowest s: below 1 its sum cancels (to 6e-15 of zeta(-0.1), 8e-14 of
+# zeta(-1)); there Riemann's zeta reflects to 1 - s (trace/special.py).
+ZETA_REFLECT = -0.1
 
 
 def _zeta_terms(o, s, q, derivative):
@@ -390,14 +418,15 @@ def _zeta_terms(o, s, q, derivative):
 
 def _zeta(m, s, q, derivative):
     o = _Ops(m, s)
-    ok = o("and", o("gt", s, 1.0), o("gt", q, 0.0))
+    ok = o("and", o("ge", s, ZETA_REFLECT), o("gt", q, 0.0))
     out = _zeta_terms(o, o.where(ok, s, 2.0), o.where(ok, q, 1.0), derivative)
     out = o.where(ok, out, math.nan)
     return o.where(o("eq", s, 1.0), -math.inf if derivative else math.inf, out)
 
 
 def zeta(m, s, q):
-    """The Hurwitz zeta function sum_k (q+k)^-s, for s > 1 and q > 0."""
+    """The Hurwitz zeta function sum_k (q+k)^-s for q > 0, continued below s = 1 down to
+    ZETA_REFLECT (xp.special.zeta is NaN there but for Riemann's, q = 1)."""
     return _zeta(m, s, q, derivative=False)
 
 

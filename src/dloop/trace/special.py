@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..errors import DloopNotImplementedError, DloopTypeError
-from ..ir.special import BERNOULLI, SHIFT
+from ..ir.special import BERNOULLI, SHIFT, ZETA_REFLECT
 from . import ops
 from .ops import where
 from ..source import user_location
@@ -57,6 +57,14 @@ def _log(x):
 
 def _exp(x):
     return ops.unary("exp", x, float_only=True)
+
+
+def _horner(t, coefs):
+    """coefs[0] + coefs[1] t + coefs[2] t^2 + ..."""
+    out = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        out = ops.add(ops.multiply(t, out), c)
+    return out
 
 
 def erf(x):
@@ -114,9 +122,56 @@ def chdtrc(v, x):
 
 
 def zeta(x, q=None):
-    """The Riemann zeta function, or Hurwitz's with q."""
-    x, q = _float(x, 1.0 if q is None else q)
-    return ops._apply("zeta", [x, q])
+    """The Riemann zeta function, or Hurwitz's with q (NaN below x = 1, as in SciPy)."""
+    if q is None:
+        return _riemann_zeta(x)
+    x, q = _float(x, q)
+    return where(_lt(x, 1.0), math.nan, ops._apply("zeta", [x, q]))
+
+
+def _sin_half_pi(s):
+    """sin(pi s / 2), reduced before pi s is rounded: (-1)^n sin(pi f), s / 2 = n + f; exactly
+    0 at the even integers."""
+    h = ops.multiply(s, 0.5)
+    n = ops.unary("round", h)
+    sine = ops.unary("sin", ops.multiply(ops.subtract(h, n), math.pi), float_only=True)
+    half_n = ops.multiply(n, 0.5)
+    odd = ops.compare("ne", half_n, ops.unary("floor", half_n))
+    return where(odd, ops.subtract(0.0, sine), sine)         # +0 at the zeros, as SciPy
+
+
+def _gamma_over_2pi_power(z):
+    """Gamma(z) (2 pi)^-z for z > 1 as (c, p), the value being c p^2: at w = z (z >= 10, else
+    z + 10, and c divided by z (z+1) ... (z+9)), sqrt(2 pi / w) exp(stirling tail) and
+    p = (w / (2 pi e))^(w/2). The power stays in two halves: it overflows before zeta's
+    product does (zeta(-259) is 8.8e306)."""
+    shift = _lt(z, float(SHIFT))
+    w = where(shift, ops.add(z, float(SHIFT)), z)
+    c = ops.multiply(ops.unary("sqrt", ops.divide(2 * math.pi, w), float_only=True),
+                     _exp(_stirling_tail(w)))
+    rising = 1.0
+    for k in range(SHIFT):
+        rising = ops.multiply(rising, ops.add(z, float(k)))
+    c = where(shift, ops.divide(ops.multiply(c, (2 * math.pi) ** SHIFT),
+                                _safe(shift, rising, 1.0)), c)
+    return c, ops.power(ops.divide(w, 2 * math.pi * math.e), ops.multiply(w, 0.5))
+
+
+def _riemann_zeta(s):
+    """zeta(s) from the expansion (Euler-Maclaurin) down to ZETA_REFLECT; below, where its sum
+    cancels, by the reflection zeta(s) = 2 Gamma(z) (2 pi)^-z sin(pi s / 2) zeta(z), z = 1 - s."""
+    s, one = _float(s, 1.0)
+    reflect = _lt(s, float(ZETA_REFLECT))
+    direct = ops._apply("zeta", [_safe(reflect, 2.0, s), one])
+    sr = _safe(reflect, s, -1.0)
+    z = ops.subtract(1.0, sr)
+    c, half = _gamma_over_2pi_power(z)
+    sine = _sin_half_pi(sr)
+    small = ops.multiply(ops.multiply(c, 2.0), ops.multiply(sine, ops._apply("zeta", [z, one])))
+    reflected = ops.multiply(ops.multiply(small, half), half)
+    # 0 * inf past s = -520 at the even integers, where zeta is 0.
+    reflected = where(_and(_eq(sine, 0.0), _eq(half, math.inf)), 0.0, reflected)
+    return where(reflect, reflected, where(_eq(s, math.inf), 1.0, direct))
 
 
 def i0e(x):
@@ -127,14 +182,20 @@ def i1e(x):
     return _prim("i1e", x)
 
 
-def i0(x):
+def _unscaled(scaled, x):
+    """scaled(x) exp(|x|), as (scaled(x) exp(|x|/2)) exp(|x|/2): exp(|x|) alone overflows
+    where the product is still finite (i0 from 710 in float64, from 89 in float32)."""
     (x,) = _float(x)
-    return ops.multiply(i0e(x), _exp(ops.unary("abs", x)))
+    half = _exp(ops.multiply(ops.unary("abs", x), 0.5))
+    return ops.multiply(ops.multiply(scaled(x), half), half)
+
+
+def i0(x):
+    return _unscaled(i0e, x)
 
 
 def i1(x):
-    (x,) = _float(x)
-    return ops.multiply(i1e(x), _exp(ops.unary("abs", x)))
+    return _unscaled(i1e, x)
 
 
 def ndtr(x):
@@ -184,11 +245,12 @@ def _x_times(x, log_of_y, y, low):
     """x * log_of_y(y), defined as 0 where x = 0 even if the log is not finite (y <= low or
     y = inf); elsewhere the plain product, so that its derivative in x is log_of_y(y)."""
     x, y = _float(x, y)
-    finite = _and(_gt(y, low), _lt(y, math.inf))
-    special = _and(_eq(x, 0.0), ops.logical_op("not", finite))
+    # y <= low or y = inf rather than "log not finite": a NaN y keeps the product, NaN, as
+    # in SciPy.
+    infinite = ops.logical_op("or", ops.compare("le", y, low), _eq(y, math.inf))
+    special = _and(_eq(x, 0.0), infinite)
     product = ops.multiply(x, log_of_y(_safe(special, 1.0, y)))
-    nan = ops.compare("ne", y, y)
-    return where(_and(special, ops.logical_op("not", nan)), 0.0, product)
+    return where(special, 0.0, product)
 
 
 def xlogy(x, y):
@@ -227,11 +289,21 @@ def betaln(a, b):
     return where(use, ops.add(gammaln(small), diff), plain)
 
 
+# sin(z) / z = sum (-1)^k z^2k / (2k+1)!, for |z| < pi / 10: the quotient's derivative
+# (z cos z - sin z) / z^2 cancels there (-z/3 from terms of order z).
+_SINC_CUT = 0.1
+_SIN_OVER = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(7)]
+
+
 def sinc(x):
+    """sin(pi x) / (pi x); by its series below |x| = 0.1, so that its derivative is right
+    near 0."""
     (x,) = _float(x)
-    zero = _eq(x, 0.0)
-    px = ops.multiply(_safe(zero, 1.0, x), math.pi)
-    return where(zero, 1.0, ops.divide(ops.unary("sin", px, float_only=True), px))
+    near = _lt(ops.unary("abs", x), _SINC_CUT)
+    px = ops.multiply(_safe(near, 1.0, x), math.pi)
+    z = ops.multiply(_safe(near, x, 0.0), math.pi)
+    series = _horner(ops.multiply(z, z), _SIN_OVER)
+    return where(near, series, ops.divide(ops.unary("sin", px, float_only=True), px))
 
 
 def entr(x):
@@ -290,22 +362,39 @@ def pseudo_huber(delta, r):
     return where(ok, out, where(_eq(delta, 0.0), ops.convert(0.0, out.dtype), math.inf))
 
 
+# The series below for |t| < 0.1, where the quotients lose up to half the digits of their
+# derivatives in lambda (t e^t - expm1(t), of order t^2, from terms of order t) and all of
+# them at lambda = 0. The first term left out is below 1e-17 of the sum there.
+_SERIES_CUT = 0.1
+_EXPREL = [1.0 / math.factorial(k + 1) for k in range(10)]     # expm1(t) / t
+_LOG1P_OVER = [(-1.0) ** k / (k + 1) for k in range(16)]       # log1p(t) / t
+
+
 def boxcox(x, lmbda):
-    """(x^lmbda - 1) / lmbda as expm1(lmbda log x) / lmbda; log(x) at lmbda = 0."""
+    """(x^lmbda - 1) / lmbda as expm1(lmbda log x) / lmbda; near lmbda log x = 0 as
+    log(x) expm1(t) / t with t = lmbda log x by its series; log(x) at lmbda = 0."""
     x, lmbda = _float(x, lmbda)
     zero = _eq(lmbda, 0.0)
     logx = _log(x)
-    l = _safe(zero, 1.0, lmbda)
-    return where(zero, logx, ops.divide(ops.unary("expm1", ops.multiply(l, logx),
-                                                  float_only=True), l))
+    t = ops.multiply(lmbda, logx)
+    near = _lt(ops.unary("abs", t), _SERIES_CUT)              # false at 0 * inf = NaN
+    l = _safe(ops.logical_op("or", zero, near), 1.0, lmbda)
+    series = ops.multiply(logx, _horner(_safe(near, t, 0.0), _EXPREL))
+    return where(near, series, where(zero, logx, ops.divide(
+        ops.unary("expm1", ops.multiply(l, logx), float_only=True), l)))
 
 
 def inv_boxcox(y, lmbda):
+    """exp(log1p(lmbda y) / lmbda); near lmbda y = 0, exp(y log1p(t) / t) with t = lmbda y by
+    its series; exp(y) at lmbda = 0."""
     y, lmbda = _float(y, lmbda)
     zero = _eq(lmbda, 0.0)
-    l = _safe(zero, 1.0, lmbda)
-    return where(zero, _exp(y), _exp(ops.divide(ops.unary(
-        "log1p", ops.multiply(l, y), float_only=True), l)))
+    t = ops.multiply(lmbda, y)
+    near = _lt(ops.unary("abs", t), _SERIES_CUT)
+    l = _safe(ops.logical_op("or", zero, near), 1.0, lmbda)
+    series = ops.multiply(y, _horner(_safe(near, t, 0.0), _LOG1P_OVER))
+    return _exp(where(near, series, where(zero, y, ops.divide(ops.unary(
+        "log1p", ops.multiply(l, y), float_only=True), l))))
 
 
 def cbrt(x):
@@ -331,12 +420,17 @@ def cbrt(x):
 
 def exprel(x):
     """expm1(x) / x; below |x| = 1e-5 its series 1 + x/2 + x^2/6, exact there and with the
-    right derivative at 0."""
+    right derivative at 0. Above 50, where expm1(x) is exp(x) to the last bit, exp(x/2)
+    (exp(x/2) / x): exp(x) overflows before the quotient does (float32's exprel(90) is
+    1.4e37)."""
     (x,) = _float(x)
-    small = _lt(ops.unary("abs", x), 1e-5)
-    s = _safe(small, 1.0, x)
+    small, big = _lt(ops.unary("abs", x), 1e-5), _gt(x, 50.0)
+    s = _safe(ops.logical_op("or", small, big), 1.0, x)
     series = ops.add(1.0, ops.multiply(x, ops.add(0.5, ops.multiply(x, 1.0 / 6.0))))
-    out = where(small, series, ops.divide(ops.unary("expm1", s, float_only=True), s))
+    b = _safe(big, x, 50.0)
+    half = _exp(ops.multiply(b, 0.5))
+    out = where(small, series, where(big, ops.multiply(half, ops.divide(half, b)), ops.divide(
+        ops.unary("expm1", s, float_only=True), s)))
     return where(_eq(x, math.inf), math.inf, out)
 
 
