@@ -203,3 +203,23 @@ def test_cbrt_in_a_loop_body_at_the_ends_of_the_range(backend, dtype, values):
                                        lambda i, w: np.cbrt(w), v).sum())(x)
     assert_close(g, 1.0 / (3.0 * np.cbrt(x.astype(np.float64)) ** 2),
                  rtol=1e-5 if dtype == np.float32 else 1e-14)
+
+
+def test_tanh_gradient_where_tanh_rounds_to_one(backend):
+    """1 - tanh(x)^2 cancels: it was 1e-8 off at x = 10, 1.7e-4 at 15, and 0 from 19 on,
+    where sech(x)^2 is 1.7e-17 at 20; in a loop body too."""
+    x = np.array([-30.0, -5.0, -0.3, 0.0, 0.5, 3.0, 10.0, 15.0, 20.0, 30.0, 400.0])
+    want = 1.0 / np.cosh(x) ** 2
+    got = dl.grad(lambda x: np.tanh(x).sum())(x)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)        # relative, tiny ones too
+    in_loop = dl.grad(lambda x: dl.fori_loop(0, np.ones(x.size, np.int64),
+                                             lambda i, v: np.tanh(v), x).sum())(x)
+    np.testing.assert_allclose(in_loop, want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("fn, sign", [(np.arcsin, 1.0), (np.arccos, -1.0)])
+def test_arcsin_and_arccos_gradients_near_one(backend, fn, sign):
+    """1 - x x cancelled near |x| = 1 (3e-7 of the slope off at 1 - 1e-10): (1 - x)(1 + x)."""
+    x = np.array([1 - 1e-10, -(1 - 1e-12), 1 - 2.0 ** -40, 0.999, 0.5, -0.3])
+    want = sign / np.sqrt((1 - x) * (1 + x))
+    np.testing.assert_allclose(dl.grad(lambda x: fn(x).sum())(x), want, rtol=1e-14, atol=0)
