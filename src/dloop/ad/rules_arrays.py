@@ -4,7 +4,7 @@ cotangents that exist: an unused output's is None and costs nothing."""
 
 from ..errors import DloopNotImplementedError
 from ..ir import prims
-from .rules import _one, _reciprocal, _unary, _zero_rule, conj
+from .rules import _one, _one_minus_square, _reciprocal, _unary, _zero_rule, conj
 from .vjp import VJP_RULES
 
 P = prims.REGISTRY
@@ -15,8 +15,7 @@ VJP_RULES[P["asinh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
 # the complex plane (acosh's cut is x < 1, that of sqrt(x^2 - 1) the imaginary axis too).
 VJP_RULES[P["acosh"]] = _unary(lambda em, x, y: _reciprocal(em, em.mul(
     em.op("sqrt", em.op("sub", x, _one(em, x))), em.op("sqrt", em.add(x, _one(em, x))))))
-VJP_RULES[P["atanh"]] = _unary(lambda em, x, y: _reciprocal(em, em.op(
-    "sub", _one(em, x), em.mul(x, x))))
+VJP_RULES[P["atanh"]] = _unary(lambda em, x, y: _reciprocal(em, _one_minus_square(em, x)))
 for _name in ("round", "trunc", "shl", "shr", "argreduce", "searchsorted", "argsort"):
     VJP_RULES[P[_name]] = _zero_rule
 
