@@ -96,3 +96,66 @@ def test_the_loop_index_under_numpy_functions_and_integer_carries(backend):
     assert got.dtype == np.int32 and got.tolist() == [3, 4, 5]
     with pytest.raises(dl.DloopTypeError, match="int32.*int64"):
         dl.fori_loop(0, 3, lambda i, v: v + i, k)
+
+
+def test_the_loop_index_under_bitwise_operators_and_comparisons():
+    """i & 1, i >> 1, ~i, divmod(i, 3) and (i > 2) * 0.5 are Python numbers in NumPy's loop,
+    and keep a float32 carry float32 as v + i does (they were int64 / bool arrays: float64,
+    a DloopTypeError)."""
+    x = np.linspace(0.5, 1.5, 4).astype(np.float32)
+    bodies = [lambda i, v: v + (i & 1), lambda i, v: v + (i >> 1) + (i << 1),
+              lambda i, v: v + (i | 2) - (i ^ 1), lambda i, v: v + ~i,
+              lambda i, v: v + divmod(i, 3)[1], lambda i, v: v + (i > 2) * 0.5]
+    for body in bodies:
+        want = x.copy()
+        for i in range(5):
+            want = body(i, want)
+        got = dl.fori_loop(0, 5, body, x)
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_an_int32_index_plus_a_python_int_keeps_its_dtype():
+    """With int32 bounds, i + 1 and 2 * i were int32 (as before the index promoted weakly);
+    the all-weak promotion made them int64, and an int32 carry's v + (i + 1) an error."""
+    k = np.zeros(3, np.int32)
+    n = np.array([2, 3, 4], np.int32)
+    got = dl.fori_loop(0, n, lambda i, v: v + (i + 1) + 2 * i, k)
+    assert got.dtype == np.int32 and got.tolist() == [5, 12, 22]
+    got = dl.fori_loop(np.int32(0), np.int32(4), lambda i, v: v + (i + 1), k)
+    assert got.dtype == np.int32 and got.tolist() == [10, 10, 10]
+
+
+def test_an_update_of_a_name_bound_to_the_index_leaves_the_index_alone():
+    """j = i; j += 1 rebinds j, as for the Python int of NumPy's loop: it updated the index
+    itself in place, so that a later i read i + 1."""
+    def body(i, v):
+        j = i
+        j += 1
+        return v + i * j
+    want = 0
+    for i in range(4):
+        want += i * (i + 1)
+    assert dl.fori_loop(0, 4, body, np.zeros(2, np.int64)).tolist() == [want, want]
+
+
+def test_a_numpy_float64_times_the_index_is_not_weak():
+    """i * np.float64(0.5) is a NumPy float64 in NumPy's loop (np.float64 subclasses float,
+    which made it weak here, and v + i * np.float64(0.5) float32, unlike np.float64(0.5) * i)."""
+    x32 = np.ones(3, np.float32)
+    for body in (lambda i, v: v + i * np.float64(0.5), lambda i, v: v + np.float64(0.5) * i):
+        with pytest.raises(dl.DloopTypeError, match="float32.*float64"):
+            dl.fori_loop(0, 3, body, x32)
+
+
+def test_numpy_functions_of_the_index_are_numpy_values():
+    """np.reshape(i, ()), np.squeeze(i), np.transpose(i), np.conj(i) and xp.asarray(i) are
+    NumPy arrays in NumPy's loop (v + them is float64 for a float32 v); returning the index
+    itself kept it weak, a silent float32 where np.abs(i) or xp.asarray(i, copy=True) were
+    float64."""
+    x32 = np.ones(3, np.float32)
+    for body in (lambda i, v: v + np.reshape(i, ()), lambda i, v: v + np.squeeze(i),
+                 lambda i, v: v + np.transpose(i), lambda i, v: v + np.conj(i),
+                 lambda i, v: v + v.__array_namespace__().asarray(i)):
+        with pytest.raises(dl.DloopTypeError, match="float32.*float64"):
+            dl.fori_loop(0, 3, body, x32)

@@ -407,7 +407,8 @@ def test_a_long_chain_of_views_reads_its_base():
 
 @pytest.mark.parametrize("fn, cls, phrase", [
     (lambda x: (lambda y: y.__iadd__(x[:3]))(x[:1] * 1.0), dl.DloopValueError, "is not x.s"),
-    (lambda x: x.ravel(order="K"), dl.DloopNotImplementedError, "'C', 'F' and 'A'"),
+    (lambda x: x.ravel(order="K"), dl.DloopNotImplementedError, "order='C' or order='F'"),
+    (lambda x: x.T.flatten(order="A"), dl.DloopNotImplementedError, "memory layout"),
     (lambda x: x.reshape(2, 3).T.reshape(-1, copy=False), dl.DloopValueError, "needs a copy"),
     (lambda x: np.where(x > 0, (x > 0).astype(np.int32), 2 ** 40), dl.DloopValueError,
      "out of range for int32"),

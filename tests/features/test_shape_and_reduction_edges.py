@@ -25,7 +25,7 @@ def _central(f, x, h=1e-6):
 @pytest.mark.parametrize("spelling", [
     lambda a: np.ravel(a, order="F"), lambda a: a.ravel("F"), lambda a: a.flatten(order="F"),
     lambda a: np.reshape(a, (3, 2), order="F"), lambda a: a.reshape(3, 2, order="F"),
-    lambda a: np.reshape(a, (-1, 2), order="F"), lambda a: np.ravel(a.T, order="A"),
+    lambda a: np.reshape(a, (-1, 2), order="F"), lambda a: np.ravel(a.T, order="C"),
 ])
 def test_fortran_order_reshapes(backend, spelling):
     """np.ravel / np.reshape / flatten with order='F' ignored the order: C-order values, and
@@ -75,3 +75,14 @@ def test_dot_with_a_scalar_and_take_along_axis_over_the_flat_array(backend):
         np.testing.assert_array_equal(dl.jit(f)(a), f(a))
         loss = _weighted(f, np.shape(f(a)))
         assert_close(dl.grad(loss)(a), _central(loss, a), rtol=1e-8)
+
+
+def test_dot_with_a_python_number_promotes_as_numpy_s():
+    """np.dot makes a Python number an array: np.dot(float32, 2.0) is float64 and
+    np.dot(int32, 2) int64 in NumPy (a weak scalar kept them float32 and int32)."""
+    for f, a in ((lambda a: np.dot(a, 2.0), np.ones(3, np.float32)),
+                 (lambda a: np.dot(2.0, a), np.ones(3, np.float32)),
+                 (lambda a: np.dot(a, 2), np.ones(3, np.int32))):
+        got, want = dl.jit(f)(a), f(a)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

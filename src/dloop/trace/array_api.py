@@ -158,3 +158,6 @@ for _name, _fn in list(globals().items()):
             _name not in _VIEWS and getattr(_fn, "__module__", "").startswith("dloop."):
         globals()[_name] = (lambda fn: functools.wraps(fn)(
             lambda *args, **kwargs: ops.distinct(fn(*args, **kwargs), args)))(_fn)
+    elif _name in _VIEWS:        # a WeakTracer (the loop index) comes back a NumPy value
+        globals()[_name] = (lambda fn: functools.wraps(fn)(
+            lambda *args, **kwargs: ops.strong(fn(*args, **kwargs))))(_fn)

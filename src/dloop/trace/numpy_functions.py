@@ -151,17 +151,21 @@ argsort = _flat_if_none(lambda a, axis, kind=None, order=None, *, stable=None:
 
 
 def _order(a, order, name):
-    """NumPy's index order for reshape / ravel / flatten: 'C' or 'F' ('A' is 'F' for an
-    array contiguous in Fortran order only, else 'C'); 'K' (memory order) is refused."""
+    """NumPy's index order for reshape / ravel / flatten: 'C' or 'F'. 'A' (F for an array
+    contiguous in Fortran order only) and 'K' (memory order) read the memory layout of the
+    caller's arrays, which a trace does not know (a program serves arrays of either layout),
+    so on traced arrays they are refused."""
     if order is None or order == "C":
         return "C"
-    if order == "A":
-        flags = layout_of(a).flags if isinstance(a, Tracer) else np.asarray(a).flags
-        return "F" if flags.f_contiguous and not flags.c_contiguous else "C"
     if order == "F":
         return "F"
-    raise DloopNotImplementedError(f"{name}(order={order!r}) on a traced array: orders 'C', "
-                                   "'F' and 'A' are supported", user_location())
+    if order == "A" and not isinstance(a, Tracer):
+        flags = np.asarray(a).flags
+        return "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+    raise DloopNotImplementedError(
+        f"{name}(order={order!r}) on a traced array: its result depends on the caller's "
+        "memory layout, which dloop does not trace; write order='C' or order='F'",
+        user_location())
 
 
 def _reversed_axes(a):

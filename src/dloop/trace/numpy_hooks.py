@@ -78,6 +78,10 @@ def _clip(a, a_min=None, a_max=None, out=None, **kw):
     return ops.clip(a, kw.get("min", a_min), kw.get("max", a_max))
 
 
+def _strong(x):
+    return np.asarray(x) if type(x) in (bool, int, float, complex) else x
+
+
 _FUNCTIONS = {
     np.sum: _reduction(ops.sum, True), np.prod: _reduction(ops.prod, True),
     np.mean: _reduction(ops.mean, True),
@@ -97,8 +101,9 @@ _FUNCTIONS = {
     np.tile: lambda a, reps: xp.tile(a, reps),
     np.repeat: lambda a, repeats, axis=None: xp.repeat(a, repeats, axis=axis),
     np.broadcast_arrays: lambda *arrays: xp.broadcast_arrays(*arrays),
-    np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.multiply(a, b)
-    if np.ndim(a) == 0 or np.ndim(b) == 0 else xp.matmul(a, b)
+    # np.dot makes a Python number an array (np.dot(float32, 2.0) is float64): not weak.
+    np.matmul: lambda a, b: xp.matmul(a, b), np.dot: lambda a, b: xp.multiply(
+        _strong(a), _strong(b)) if np.ndim(a) == 0 or np.ndim(b) == 0 else xp.matmul(a, b)
     if np.ndim(a) <= 2 and np.ndim(b) <= 2 else _unsupported("np.dot of 3-d arrays"),
     np.tensordot: lambda a, b, axes=2: xp.tensordot(a, b, axes=axes),
     np.matrix_transpose: lambda x: xp.matrix_transpose(x),
@@ -173,7 +178,9 @@ def array_function(func, args, kwargs):
         raise DloopNotImplementedError(f"{space}{func.__name__} is not supported on traced "
                                        "arrays yet", user_location())
     out = impl(*args, **kwargs)
-    return out if func in _VIEWS else ops.distinct(out, args)
+    if func in _VIEWS:
+        return out if func is np.real else ops.strong(out)   # np.real(3) is the int 3
+    return ops.distinct(out, args)
 
 
 # NumPy functions that return views (an update of the result writes the argument); the

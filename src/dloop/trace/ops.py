@@ -50,7 +50,8 @@ _WEAK_AS = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 
 def result_dtype(*xs):
     """Array-API promotion; Python scalars are weak (they take the array's dtype), and so are
-    WeakTracers, but integer ones toward integer arrays (they promote by their own dtype)."""
+    WeakTracers, but integer ones only toward floating arrays: with integers (arrays or
+    Python ints) they compute in their own dtype, the bounds', as the index always did."""
     strong, weak = [], []
     for x in xs:
         dtype = dtype_of(x)
@@ -70,13 +71,13 @@ def result_dtype(*xs):
 
 def _weak_promotion(xs):
     arrays = [x.dtype for x in xs if type(x) is not WeakTracer and dtype_of(x) is not None]
-    integer_arrays = any(d.kind in "biu" for d in arrays)
+    floating_arrays = any(d.kind in "fc" for d in arrays)
     operands = []
     for x in xs:
         if type(x) is WeakTracer:
             kind = x.dtype.kind
-            integer = kind in "iu"
-            operands.append(x.dtype if integer and integer_arrays else _WEAK_AS[kind])
+            weak = kind in "fc" or floating_arrays
+            operands.append(_WEAK_AS[kind] if weak else x.dtype)
         else:
             operands.append(x if dtype_of(x) is None else dtype_of(x))
     return np.result_type(*operands)
@@ -500,10 +501,15 @@ def _install_operators():
     # __matmul__ is installed with the array methods (arrays.py), after this.
     Tracer.__imatmul__ = _in_place("@", lambda a, b: a.__matmul__(b))
     Tracer.T = property(transpose)
-    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                 "lshift", "rshift", "divmod"):
         for side in ("", "r"):
             setattr(WeakTracer, f"__{side}{name}__", _weak(getattr(Tracer, f"__{side}{name}__")))
-    for name in ("neg", "pos", "abs"):
+        if name != "divmod":
+            # i += 1 rebinds the name, as for a Python int: another name bound to the index
+            # (j = i; j += 1) keeps its value.
+            setattr(WeakTracer, f"__i{name}__", getattr(WeakTracer, f"__{name}__"))
+    for name in ("neg", "pos", "abs", "invert", "lt", "le", "gt", "ge", "eq", "ne"):
         setattr(WeakTracer, f"__{name}__", _weak(getattr(Tracer, f"__{name}__")))
 
 
@@ -513,10 +519,15 @@ def _weak(operator):
     functions (np.sin(i)) give NumPy scalars, which are not weak."""
     def apply(*operands):
         out = operator(*operands)
-        if isinstance(out, Tracer) and all(
-                type(x) is WeakTracer or isinstance(x, (bool, int, float, complex))
-                for x in operands):
-            return WeakTracer(out.builder, out.node)
+        # Python's own numbers only: np.float64 subclasses float, but i * np.float64(0.5) is
+        # a NumPy float64 in NumPy's loop, as np.float64(0.5) * i is here.
+        if all(type(x) is WeakTracer or type(x) in (bool, int, float, complex)
+               for x in operands):
+            if isinstance(out, tuple):                       # divmod
+                return tuple(WeakTracer(o.builder, o.node) if isinstance(o, Tracer) else o
+                             for o in out)
+            if isinstance(out, Tracer):
+                return WeakTracer(out.builder, out.node)
         return out
     return apply
 
@@ -547,11 +558,18 @@ def _in_place(symbol, fn):
     return update
 
 
+def strong(out):
+    """A NumPy function's result: a NumPy value, not weak, even where the function returned
+    a WeakTracer itself (np.reshape(i, ()), xp.asarray(i): NumPy's are 0-d int64 arrays)."""
+    return Tracer(out.builder, out.node) if type(out) is WeakTracer else out
+
+
 def distinct(out, inputs):
     """NumPy's operators and functions return new arrays: where a shortcut returned an input
     itself (x ** 1, clip without bounds) or the implementation's last step was a view
     (np.tile's reshape), the result is a new tracer, so that an update of it (out += 1)
     leaves the input alone."""
+    out = strong(out)
     if type(out) is not Tracer:
         return out
     if out.view_of is not None:                  # nor a view its implementation made

@@ -484,6 +484,7 @@ class WeakTracer(Tracer):
     """A traced value standing for a Python number: a fori_loop index (the loop NumPy runs,
     `for i in range(lower, upper)`, gives Python ints), and arithmetic of such values with
     Python numbers. It promotes as a Python number does (ops.result_dtype): v + i and
-    v + 0.1 * i keep a float32 v float32, where an int64 index made them float64. Toward an
-    integer array it keeps its own dtype, so its values never wrap."""
+    v + 0.1 * i keep a float32 v float32, where an int64 index made them float64. With
+    integers it computes in its own dtype (the bounds'), as the index did before: i + 1 of an
+    int32 index is int32, and an int64 index never wraps an int32 array."""
     __slots__ = ()
