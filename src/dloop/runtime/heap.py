@@ -53,10 +53,15 @@ class Heap:
         required = offset + int(nbytes)
         limit = config.max_adstack_bytes
         if required > limit:
+            # The heap's extent, not only this launch's bytes: regions start on the backend's
+            # alignment, and a live vjp pullback's tapes stay below them until it is freed.
+            held = f" ({offset:,} of them held below it: alignment and the tapes of live " \
+                "vjp pullbacks)" if offset else ""
             raise DloopMemoryError(
-                f"the adstacks of this launch need {required:,} bytes, more than "
-                f"max_adstack_bytes = {limit:,}. Fewer elements or shorter loops per launch "
-                "reduce it; raise dloop.config.max_adstack_bytes if the memory is there", where)
+                f"the adstacks of this launch need the heap to hold {required:,} bytes"
+                f"{held}, more than max_adstack_bytes = {limit:,}. Fewer elements or shorter "
+                "loops per launch reduce it; drop pullbacks no longer needed; raise "
+                "dloop.config.max_adstack_bytes if the memory is there", where)
         if required > self.reserved:
             self._grow(required, limit, where)
         self._tops[id(lease)] = required
