@@ -234,21 +234,23 @@ class MaxOver(Expr):
         if count.size and int(count.max()) > config.max_adstack_bytes:
             # The enclosing loop's own tape cannot fit; do not walk its range.
             return xp.full(shape, SATURATED, np.int64)
-        best = xp.zeros(shape, np.int64)
-        # Blocks of the range at once, as rows (block, *shape): one step at a time took
-        # 16 s for a range of 10^6.
         steps = int(count.max()) if count.size else 0
-        size = max(int(np.prod(shape, dtype=np.int64)), 1)
-        block = max(1, RANGE_BLOCK // size)
-        for t0 in range(0, steps, block):
+        kept = _Kept(self, env, shape, lo, count, xp)
+        t0 = 0
+        while t0 < steps:
+            kept.compact(t0)
+            # Blocks of the range at once, as rows (block, *shape): one step at a time took
+            # 16 s for a range of 10^6.
+            block = max(1, RANGE_BLOCK // max(int(np.prod(kept.shape, dtype=np.int64)), 1))
             t = xp.arange(t0, min(t0 + block, steps), dtype=np.int64).reshape(
-                (-1,) + (1,) * len(shape))
-            rows = (t.shape[0],) + tuple(shape)
+                (-1,) + (1,) * len(kept.shape))
+            rows = (t.shape[0],) + tuple(kept.shape)
             value = xp.broadcast_to(xp.asarray(self.body.evaluate(
-                {**env, key: lo[None] + t}, rows, xp)), rows)
-            value = xp.where(t < count[None], value, 0)
-            best = xp.maximum(best, value.max(axis=0))
-        return best
+                {**kept.env, key: kept.lo[None] + t}, rows, xp)), rows)
+            value = xp.where(t < kept.count[None], value, 0)
+            kept.best = xp.maximum(kept.best, value.max(axis=0))
+            t0 += block
+        return kept.result()
 
     def trend(self, loop):
         parts = [self.lower.trend(loop), self.upper.trend(loop), self.body.trend(loop)]
@@ -259,6 +261,68 @@ class MaxOver(Expr):
 
     def __str__(self):
         return f"max(i{self.loop} in [{self.lower}, {self.upper})) {self.body}"
+
+
+COMPACT_FROM = 4096     # elements: below it, walking the finished ones costs little
+
+
+class _Kept:
+    """A MaxOver's elements whose range is not walked to its end yet. Where most have
+    finished (one element 10^5 steps long among 10^4 short ones), the walk goes on over the
+    rest only: over all of them, sizing took 9 s where the loop ran in 0.05 s. Per-element
+    values (arrays read at the element, enclosing loops' indices) are narrowed to those
+    elements; tables read at computed indices stay whole."""
+
+    def __init__(self, over, env, shape, lo, count, xp):
+        self.env, self.shape, self.xp = env, tuple(shape), xp
+        self.lo, self.count = lo, count
+        self.best = xp.zeros(shape, np.int64)
+        self.full_shape, self.where, self.full_best = self.shape, None, None
+        nodes = list(_nodes(over.body))
+        reads = {n.var for n in nodes if isinstance(n, Read)}
+        tables = {n.var for n in nodes if isinstance(n, Gather)}
+        # An array both read at the element and gathered cannot be narrowed for one use only.
+        self.per_element = None if reads & tables else reads | {
+            k for k in env if isinstance(k, tuple) and k[0] == "index" and k[1] != over.loop}
+
+    def compact(self, t0):
+        xp, size = self.xp, int(np.prod(self.shape, dtype=np.int64))
+        if self.per_element is None or size < COMPACT_FROM:
+            return
+        running = xp.flatnonzero(self.count.reshape(-1) > t0)
+        if int(running.size) > size // 4:
+            return
+        if self.where is None:
+            self.full_best = xp.zeros(size, np.int64)
+            self.where = xp.arange(size, dtype=np.int64)
+        self.full_best[self.where] = self.best.reshape(-1)
+        self.where = self.where[running]
+        self.env = {k: self._narrow(v, running) if k in self.per_element else v
+                    for k, v in self.env.items()}
+        self.lo, self.count = (self._narrow(a, running) for a in (self.lo, self.count))
+        self.best = self.best.reshape(-1)[running]
+        self.shape = (int(running.size),)
+
+    def _narrow(self, value, running):
+        value = self.xp.asarray(value)
+        if not value.ndim:
+            return value
+        return self.xp.broadcast_to(value, self.shape).reshape(-1)[running]
+
+    def result(self):
+        if self.where is None:
+            return self.best
+        self.full_best[self.where] = self.best
+        return self.full_best.reshape(self.full_shape)
+
+
+def _nodes(expr):
+    yield expr
+    for child in (getattr(expr, name, None) for name in ("a", "b", "lower", "upper", "body")):
+        if isinstance(child, Expr):
+            yield from _nodes(child)
+    for child in getattr(expr, "indices", ()):
+        yield from _nodes(child)
 
 
 def trip_count(lower, upper):
