@@ -58,13 +58,16 @@ def test_one_cuda_device_per_process(monkeypatch):
 
 def test_nvrtc_target_for_gpus_newer_and_older_than_it_knows(monkeypatch):
     """A cubin for an architecture this NVRTC knows; PTX of its newest for a newer GPU (the
-    driver compiles it); a GPU older than all it knows makes the backend unavailable."""
+    driver compiles it), and of the newest below it for one between two it knows (8.6 was
+    refused as 'older than every architecture'); a GPU older than all it knows makes the
+    backend unavailable."""
     launch = pytest.importorskip("dloop.backends.cuda.launch")
     from cupy.cuda import nvrtc
     monkeypatch.setattr(nvrtc, "getSupportedArchs", lambda: (75, 80, 90))
     launch._target.cache_clear()
     try:
         assert launch._target("90") == "sm_90"
+        assert launch._target("86") == "compute_80"
         assert launch._target("120") == "compute_90"
         with pytest.raises(ValueError, match="older than every architecture"):
             launch._target("61")

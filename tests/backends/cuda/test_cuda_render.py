@@ -2,6 +2,7 @@
 are exact, #line points at the user's code, and the offline check fails on bad CUDA C."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -146,6 +147,33 @@ def test_line_directives_name_the_user_lines(monkeypatch):
     for tag in ("# BODY", "# LOOP"):
         number = next(k for k, line in enumerate(lines, 1) if line.endswith(tag))
         assert f'#line {number} "{__file__}"' in sources
+
+
+def test_line_info_names_only_the_user_lines(monkeypatch):
+    """`#line N` numbers the line after it N, and the lines after that N+1, N+2, ...: the
+    renderer wrote one directive per change of user line, so the 2nd, 3rd ... statement of
+    line N (and the closing braces after it) were attributed to lines N+1, N+2 ... of the
+    user's file (other code, blank lines, or past its end) in NVRTC's messages and in the
+    line table that profilers and debuggers read (-lineinfo)."""
+    x, n = np.linspace(0.1, 1.0, 5), np.array([0, 1, 2, 3, 4])
+
+    def loss(x):
+        def body(i, v):
+            return np.sin(v) * 0.5 + v * v        # BODY
+
+        return dl.fori_loop(0, n, body, x).sum()  # LOOP
+
+    lines = open(__file__).read().splitlines()
+    allowed = {k for k, line in enumerate(lines, 1) if line.endswith(("# BODY", "# LOOP"))}
+    kernels = _kernels_of(dl.grad(loss), x, monkeypatch=monkeypatch)
+    assert kernels
+    for kernel in kernels:
+        ptx = compile_cuda(render(kernel), nvrtc_check.ARCH, extra=("-lineinfo",)).decode()
+        files = dict(re.findall(r'\.file\s+(\d+)\s+"([^"]+)"', ptx))
+        ours = {k for k, path in files.items() if path.endswith("test_cuda_render.py")}
+        assert ours, files
+        used = {int(line) for f, line in re.findall(r"\.loc\s+(\d+)\s+(\d+)", ptx) if f in ours}
+        assert used and used <= allowed, (sorted(used), sorted(allowed))
 
 
 def test_the_generated_adstack_kernels_compile(monkeypatch):

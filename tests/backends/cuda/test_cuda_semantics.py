@@ -1,13 +1,9 @@
-"""The cuda backend's semantics: its CUDA C against the interpreter and NumPy.
+"""The cuda backend's semantics: its CUDA C against the interpreter and NumPy, on a GPU
+(NumPy references computed on the CPU; skipped without one). Each test pins a NumPy edge
+case the CUDA C must reproduce exactly (integer division and modulo by 0 and -1, shifts out
+of range, saturating float -> int, NaN and signed zeros in max/min/sign/copysign, round half
+to even, int -> float rounding, bools, uint64 inputs, float32 loops staying float32)."""
 
-The first tests need only NVRTC (they run offline, like test_cuda_render.py); the rest run
-kernels on a GPU against NumPy references computed on the CPU, and skip without one. Each
-GPU test pins a NumPy edge case the CUDA C must reproduce exactly (integer division and
-modulo by 0 and -1, shifts out of range, saturating float -> int, NaN and signed zeros in
-max/min/sign/copysign, round half to even, int -> float rounding, bools, uint64 inputs,
-adstack overflow)."""
-
-import re
 import warnings
 
 import numpy as np
@@ -16,78 +12,9 @@ import pytest
 import dloop as dl
 from dloop.backends.base import available
 
-try:
-    from cupy.cuda import nvrtc
-    nvrtc.getVersion()
-    _NVRTC = None
-except Exception as e:           # no CuPy, or CuPy without an NVRTC library
-    _NVRTC = f"CUDA C cannot be compiled here: {type(e).__name__}: {e}"
-
 _GPU_OK, _GPU_WHY = available("cuda")
-needs_nvrtc = pytest.mark.skipif(_NVRTC is not None, reason=_NVRTC or "")
 needs_gpu = pytest.mark.skipif(not _GPU_OK, reason=_GPU_WHY)
 
-
-def _kernels_of(fn, *args, monkeypatch):
-    seen = []
-    monkeypatch.setattr("dloop.runtime.program.KERNEL_HOOKS", [seen.append])
-    monkeypatch.setattr("dloop.api._PROGRAMS", type(dl.api._PROGRAMS)())
-    fn(*args)
-    return seen
-
-
-# -- offline (NVRTC only) --
-
-@needs_nvrtc
-def test_line_info_names_only_the_user_lines(monkeypatch):
-    """`#line N` numbers the line after it N, and the lines after that N+1, N+2, ...: the
-    renderer wrote one directive per change of user line, so the 2nd, 3rd ... statement of
-    line N (and the closing braces after it) were attributed to lines N+1, N+2 ... of the
-    user's file (other code, blank lines, or past its end) in NVRTC's messages and in the
-    line table that profilers and debuggers read (-lineinfo)."""
-    import nvrtc_check
-    from dloop.backends.cuda.compile import compile_cuda
-    from dloop.backends.cuda.render import render
-    x, n = np.linspace(0.1, 1.0, 5), np.array([0, 1, 2, 3, 4])
-
-    def loss(x):
-        def body(i, v):
-            return np.sin(v) * 0.5 + v * v        # BODY
-
-        return dl.fori_loop(0, n, body, x).sum()  # LOOP
-
-    lines = open(__file__).read().splitlines()
-    allowed = {k for k, line in enumerate(lines, 1) if line.endswith(("# BODY", "# LOOP"))}
-    kernels = _kernels_of(dl.grad(loss), x, monkeypatch=monkeypatch)
-    assert kernels
-    for kernel in kernels:
-        ptx = compile_cuda(render(kernel), nvrtc_check.ARCH, extra=("-lineinfo",)).decode()
-        files = dict(re.findall(r'\.file\s+(\d+)\s+"([^"]+)"', ptx))
-        ours = {k for k, path in files.items() if path.endswith("test_cuda_semantics.py")}
-        assert ours, files
-        used = {int(line) for f, line in re.findall(r"\.loc\s+(\d+)\s+(\d+)", ptx) if f in ours}
-        assert used and used <= allowed, (sorted(used), sorted(allowed))
-
-
-def test_nvrtc_target_for_a_gpu_between_two_known_architectures(monkeypatch):
-    """A GPU whose architecture this NVRTC does not list, but which is newer than some it
-    does (8.6 where it knows 7.5, 8.0, 9.0), runs PTX of the newest one below it; it was
-    refused as 'older than every architecture' NVRTC knows."""
-    launch = pytest.importorskip("dloop.backends.cuda.launch")
-    from cupy.cuda import nvrtc as _nvrtc
-    monkeypatch.setattr(_nvrtc, "getSupportedArchs", lambda: (75, 80, 90))
-    launch._target.cache_clear()
-    try:
-        assert launch._target("86") == "compute_80"
-        assert launch._target("90") == "sm_90"
-        assert launch._target("120") == "compute_90"
-        with pytest.raises(ValueError, match="older than every architecture"):
-            launch._target("61")
-    finally:
-        launch._target.cache_clear()
-
-
-# -- on a GPU: values against NumPy, bit for bit --
 
 @pytest.fixture
 def cuda():
