@@ -24,7 +24,6 @@ from ..base import Backend, Caps
 from . import device as vkdevice
 from . import order, sizing
 from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage
-from .ops import native_math
 from .render import render
 
 _INT32_LIMIT = 2 ** 31
@@ -107,11 +106,16 @@ class VulkanBackend(Backend):
         super().__init__()
         self.device = device or default_device()
         f = self.features = self.device.features
+        # native_math: none. Vulkan lets drivers make GLSL.std.450's transcendentals loose
+        # (sin: 2^-11 absolute; log2 near 1: 2^-21; lavapipe's asin 2e-4 off), so every one
+        # is kernel/mathlib.py's (float32 through float64, rounded once, but sin and cos:
+        # mathlib32.py), and a device without float64 takes their float32 code; GLSL's Sin
+        # and Cos serve only core.py's device_sin and device_cos (float32 from 4096 there).
         self.caps = Caps(float64=f.float64, index64=f.int64,
                          float_atomic_add=f.float32_atomic_add, int64_atomics=f.int64_atomics,
                          bool_bytes=4, max_buffer_bytes=f.max_range,
                          align=max(64, f.align),
-                         native_math=native_math(f), order_elements=True, lockstep=32,
+                         native_math=frozenset(), order_elements=True, lockstep=32,
                          tape_lanes=order.LANES, compact_tapes=True, sort_cost=_SORT_COST,
                          device_sort_cost=_DEVICE_SORT_COST,
                          rounded_division=False,

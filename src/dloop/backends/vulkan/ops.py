@@ -24,15 +24,6 @@ _BINARY = {
 }
 _GLSL_UNARY = {"abs": "FAbs", "floor": "Floor", "ceil": "Ceil", "trunc": "Trunc",
                "round": "RoundEven", "sqrt": "Sqrt"}
-def native_math(features):
-    """The (op, dtype) pairs rendered with GLSL.std.450: none. Vulkan lets drivers make its
-    transcendentals loose (sin: 2^-11 absolute error; log2 near 1: 2^-21 absolute; lavapipe's
-    asin is off by 2e-4), so every one comes from kernel/mathlib.py (float32 through float64,
-    rounded once, but sin and cos: kernel/mathlib32.py), matching the CPU backend; a device
-    without float64 takes mathlib's and mathlib32's float32 code. GLSL's Sin and Cos serve
-    only core.py's device_sin and device_cos (float32 sin and cos from 4096 on there)."""
-    return frozenset()
-
 
 _BOOL_ORDER = {"lt": (True, False, "LogicalAnd"), "le": (True, False, "LogicalOr"),
                "gt": (False, True, "LogicalAnd"), "ge": (False, True, "LogicalOr")}
