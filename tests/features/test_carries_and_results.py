@@ -89,8 +89,9 @@ def test_the_loop_index_under_numpy_functions_and_integer_carries(backend):
     the index keeps its own dtype (its values never wrap): int32 bounds keep an int32 carry,
     Python ones make v + i int64, refused."""
     x32 = np.ones(3, np.float32)
-    with pytest.raises(dl.DloopTypeError, match="float32.*float64"):
-        dl.fori_loop(0, 3, lambda i, v: v + np.sin(i), x32)
+    for body in (lambda i, v: v + np.sin(i), lambda i, v: np.dot(v, i)):
+        with pytest.raises(dl.DloopTypeError, match="float32.*float64"):
+            dl.fori_loop(0, 3, body, x32)
     k = np.arange(3, dtype=np.int32)
     got = dl.fori_loop(np.int32(0), np.int32(3), lambda i, v: v + i, k)
     assert got.dtype == np.int32 and got.tolist() == [3, 4, 5]

@@ -79,7 +79,9 @@ def _clip(a, a_min=None, a_max=None, out=None, **kw):
 
 
 def _strong(x):
-    return np.asarray(x) if type(x) in (bool, int, float, complex) else x
+    """x as NumPy's functions take it: a Python number (or the loop index, which stands for
+    one) becomes an array, which is not weak."""
+    return np.asarray(x) if type(x) in (bool, int, float, complex) else ops.strong(x)
 
 
 _FUNCTIONS = {

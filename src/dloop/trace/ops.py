@@ -52,12 +52,12 @@ def result_dtype(*xs):
     """Array-API promotion; Python scalars are weak (they take the array's dtype), and so are
     WeakTracers, but integer ones only toward floating arrays: with integers (arrays or
     Python ints) they compute in their own dtype, the bounds', as the index always did."""
+    if any(type(x) is WeakTracer for x in xs):
+        return _weak_promotion(xs)
     strong, weak = [], []
     for x in xs:
         dtype = dtype_of(x)
         (weak if dtype is None else strong).append(x if dtype is None else dtype)
-    if any(type(x) is WeakTracer for x in xs):
-        return _weak_promotion(xs)
     if not strong:
         return np.result_type(*weak)
     first = strong[0]
