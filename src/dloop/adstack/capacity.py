@@ -278,6 +278,7 @@ class _Kept:
         self.lo, self.count = lo, count
         self.best = xp.zeros(shape, np.int64)
         self.full_shape, self.where, self.full_best = self.shape, None, None
+        self._sorted = None
         nodes = list(_nodes(over.body))
         reads = {n.var for n in nodes if isinstance(n, Read)}
         tables = {n.var for n in nodes if isinstance(n, Gather)}
@@ -289,9 +290,12 @@ class _Kept:
         xp, size = self.xp, int(np.prod(self.shape, dtype=np.int64))
         if self.per_element is None or size < COMPACT_FROM:
             return
-        running = xp.flatnonzero(self.count.reshape(-1) > t0)
-        if int(running.size) > size // 4:
+        if self._sorted is None:     # once per narrowing: a block then costs a search only
+            self._sorted = xp.sort(self.count.reshape(-1))
+        if size - int(xp.searchsorted(self._sorted, t0, side="right")) > size // 4:
             return
+        self._sorted = None
+        running = xp.flatnonzero(self.count.reshape(-1) > t0)
         if self.where is None:
             self.full_best = xp.zeros(size, np.int64)
             self.where = xp.arange(size, dtype=np.int64)
