@@ -69,3 +69,63 @@ def test_a_launch_longer_than_its_pace_promised_calls_in_the_pool(recruits, monk
     # (where v's fixed point is 0 the gradient decays below the smallest float, by the
     # chain rule's order of products to 0 or to a subnormal)
     np.testing.assert_allclose(got, _reference_grad(x, long), rtol=1e-10, atol=1e-300)
+
+
+def _counting_kernel():
+    """A compiled kernel whose dloop_kernel adds 1 to buf0[start:end], with the chunk loop
+    every cpu kernel module gets."""
+    from llvmlite import ir
+
+    from dloop.backends.cpu.chunks import add_chunk_loop
+    from dloop.backends.cpu.compile import compile_llvm, load_object
+    from dloop.backends.cpu.types import I64, PTR, VOID
+    module = ir.Module("counting")
+    fn = ir.Function(module, ir.FunctionType(VOID, [I64, I64, I64, PTR]), "dloop_kernel")
+    start, end, _, buf = fn.args
+    entry, loop, body, done = (fn.append_basic_block(n) for n in ("e", "l", "b", "d"))
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    i.add_incoming(start, entry)
+    b.cbranch(b.icmp_signed("<", i, end), body, done)
+    b.position_at_end(body)
+    slot = b.gep(buf, [i], source_etype=I64)
+    b.store(b.add(b.load(slot, typ=I64), I64(1)), slot)
+    i.add_incoming(b.add(i, I64(1)), body)
+    b.branch(loop)
+    b.position_at_end(done)
+    b.ret_void()
+    add_chunk_loop(module, fn)
+    return load_object(compile_llvm(str(module), runtime=False), 1)
+
+
+def test_the_chunk_loop_runs_each_chunk_once_and_stops_when_cancelled():
+    kernel = _counting_kernel()
+    counts = np.zeros(100, np.int64)
+    state = np.array([0, 7, 0], np.int64)          # next start, chunk, cancelled
+    assert kernel.chunks(state.ctypes.data, 3, 100, counts.ctypes.data) == 21
+    assert counts[:21].tolist() == [1] * 21 and not counts[21:].any()
+    assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 79
+    assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 0
+    assert (counts == 1).all()
+    state[:] = [0, 7, 1]
+    assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 0
+    assert (counts == 1).all()
+
+
+def test_threads_sharing_a_chunk_loop_claim_each_chunk_once():
+    import threading
+    kernel = _counting_kernel()
+    n = 2_000_003
+    counts = np.zeros(n, np.int64)
+    state = np.array([0, 1000, 0], np.int64)
+    ran = []
+    threads = [threading.Thread(target=lambda: ran.append(kernel.chunks(
+        state.ctypes.data, n, n, counts.ctypes.data))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(ran) == n
+    assert (counts == 1).all()

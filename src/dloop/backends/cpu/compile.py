@@ -93,12 +93,16 @@ def _uninterrupted(fn):
 
 
 class CompiledKernel:
-    """A JIT-compiled kernel: call(start, end, n_threads, *buffer_addresses)."""
+    """A JIT-compiled kernel: call(start, end, n_threads, *buffer_addresses), and where the
+    module has it (chunks.py) chunks(job, limit, n_threads, *buffer_addresses)."""
 
-    def __init__(self, engine, address, n_buffers):
+    def __init__(self, engine, address, n_buffers, chunks_address=0):
         self.engine = engine            # keeps the machine code alive
         self.call = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 3 +
                                              [ctypes.c_void_p] * n_buffers))(address)
+        self.chunks = ctypes.CFUNCTYPE(
+            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+            *[ctypes.c_void_p] * n_buffers)(chunks_address) if chunks_address else None
 
 
 def vector_width():
@@ -155,7 +159,8 @@ def _loaded_now(code, take):
 
 def load_object(code, n_buffers):
     return _loaded(code, lambda engine: CompiledKernel(
-        engine, engine.get_function_address("dloop_kernel"), n_buffers))
+        engine, engine.get_function_address("dloop_kernel"), n_buffers,
+        engine.get_function_address("dloop_chunks")))
 
 
 def load_functions(code, signatures):

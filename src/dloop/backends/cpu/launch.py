@@ -1,6 +1,7 @@
-"""STAGE 5 — cpu: the backend. A thread pool calls the JIT-compiled kernel on chunks of
-threads; ctypes releases the GIL during each call, so every core works. Chunks are small
-enough that elements with long loops do not leave cores idle.
+"""STAGE 5 — cpu: the backend. Pool workers and the calling thread run the JIT-compiled
+kernel on chunks of threads, claimed by the kernel module's own chunk loop (chunks.py);
+ctypes releases the GIL during each call, so every core works. Chunks are small enough
+that elements with long loops do not leave cores idle.
 
 Safety (docs/threads.md): launches from several Python threads share one pool, which is
 replaced under a lock when num_threads changes (the old one finishes what it was given); a
@@ -8,12 +9,13 @@ forked child builds its own pool; Ctrl-C (or any exception) while a launch runs 
 chunks not yet started and waits for the running ones, so no worker touches the launch's
 buffers after launch() has returned or raised."""
 
-import itertools
 import os
 import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from ...config import config
 from ...kernel import kir
@@ -37,9 +39,11 @@ _PARALLEL_NS = 150_000
 
 
 class _Job:
-    """One parallel launch: chunks handed out from a shared counter (next() on
-    itertools.count is atomic under the GIL), so a chunk costs one ctypes call and elements
-    with long loops do not leave a core idle. `cancelled` is checked between chunks.
+    """One parallel launch: chunks claimed from a shared counter by the kernel's own chunk
+    loop (chunks.py: an atomic add on `state`, so elements with long loops do not leave a
+    core idle). A pool worker runs its whole share in one call, without the GIL; the
+    calling thread runs one chunk per call, so that Ctrl-C arrives between chunks, and
+    `cancelled` (state[2], read by the chunk loop before each chunk) stops the workers.
 
     Pool workers are counted while they run, so cancel() waits for exactly those, whatever
     futures the caller did or did not get to keep when Ctrl-C arrived. Only the main thread
@@ -47,38 +51,41 @@ class _Job:
 
     def __init__(self, compiled, n_threads, chunk, addresses):
         self.compiled, self.n, self.chunk, self.addresses = compiled, n_threads, chunk, addresses
-        self.starts = itertools.count(0, chunk)
-        self.cancelled = False
+        self.state = np.array([0, chunk, 0], dtype=np.int64)  # next start, chunk, cancelled
+        self.state_address = self.state.ctypes.data
         self.running = 0
         self.idle = threading.Condition()
         self.own_ns = self.own_elements = 0
 
+    @property
+    def cancelled(self):
+        return bool(self.state[2])
+
     def chunks(self, until=None):
-        """Run chunks until none is left, or (until: a time.perf_counter_ns() deadline) until
-        the deadline passed with chunks left: then True. The calling thread's own pace is
-        kept in `own_ns` and `own_elements`."""
+        """Run chunks, one per call, until none is left, or (until: a time.perf_counter_ns()
+        deadline) until the deadline passed with chunks left: then True. The calling
+        thread's own pace is kept in `own_ns` and `own_elements`."""
         began = time.perf_counter_ns()
+        run = self.compiled.chunks
         try:
-            for start in self.starts:
-                if start >= self.n or self.cancelled:
+            while True:
+                ran = run(self.state_address, 1, self.n, *self.addresses)
+                if not ran:
                     return False
-                end = min(start + self.chunk, self.n)
-                self.compiled.call(start, end, self.n, *self.addresses)
-                self.own_elements += end - start
-                if until is not None and end < self.n and time.perf_counter_ns() > until:
-                    return True
-            return False
+                self.own_elements += ran
+                if until is not None and time.perf_counter_ns() > until:
+                    return self.state[0] < self.n
         finally:
             self.own_ns += time.perf_counter_ns() - began
 
     def work(self):
-        """A pool worker's share."""
+        """A pool worker's share: every chunk it can claim, in one call."""
         with self.idle:
             if self.cancelled:
                 return
             self.running += 1
         try:
-            self.chunks()
+            self.compiled.chunks(self.state_address, self.n, self.n, *self.addresses)
         finally:
             with self.idle:
                 self.running -= 1
@@ -87,7 +94,7 @@ class _Job:
     def cancel(self):
         """Start no more chunks; return once no worker runs one. A second Ctrl-C meanwhile
         is absorbed: the caller must not free buffers that a worker still writes."""
-        self.cancelled = True
+        self.state[2] = 1
         while True:
             try:
                 with self.idle:
@@ -201,10 +208,13 @@ class CpuBackend(HostMemory, Backend):
                 # Slower than the last launch promised: the rest in parallel.
                 self._recruit(job, futures)
                 job.chunks()
-            if job.own_elements:
-                compiled.ns_per_element = job.own_ns / job.own_elements
             for f in futures:
                 f.result()      # interruptible: Ctrl-C arrives here or between chunks
+            # Where the workers took every chunk before this thread's first, the launch's
+            # own length per element stands for the pace (at most the workers' count too
+            # fast, and a launch that turns out slower calls the pool in anyway).
+            compiled.ns_per_element = job.own_ns / job.own_elements if job.own_elements \
+                else (time.perf_counter_ns() - start) / job.n
         except BaseException:
             if job is not None:
                 job.cancel()

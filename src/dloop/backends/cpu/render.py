@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from ...kernel import kir
 from .ops import emit
+from .chunks import add_chunk_loop
 from .types import F64, I8, I64, PTR, SUFFIX, VOID, llvm_type, storage_type
 
 # More pieces than this: the loads are legalized to selects instead (wrap_pieces).
@@ -90,6 +91,7 @@ class Renderer:
             self._thread_loop(b.select(b.icmp_signed(">", start, lo), start, lo),
                               b.select(b.icmp_signed("<", end, hi), end, hi))
         b.ret_void()
+        add_chunk_loop(self.module, self.fn)
         return str(self.module)
 
     def _thread_loop(self, start, end):

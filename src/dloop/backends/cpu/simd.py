@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...kernel import kir
 from . import ops
+from .chunks import add_chunk_loop
 from .types import I1, I8, I32, I64, PTR, VOID, llvm_type, storage_type
 
 # Functions LLVM lowers to vector instructions itself.
@@ -245,6 +246,7 @@ class SimdRenderer:
         b.branch(header)
         b.position_at_end(done)
         b.ret_void()
+        add_chunk_loop(self.module, self.fn)
         return str(self.module)
 
     def _thread_start(self):
