@@ -187,15 +187,16 @@ def table(rows):
 
 
 def ratios(rows):
-    """dloop / peer gradient time, per workload and case, from this run's rows."""
+    """dloop / peer gradient time, per workload and case, from this run's rows: for the
+    `dloop` row (tracing at every call) and the `dloop-once` row (retrace=False)."""
     cw = max([22] + [len(r.case) for r in rows])
-    lines = [f"{'workload':24} {'case':{cw}} {'dloop grad / peer grad':>24}  peer"]
+    lines = [f"{'workload':24} {'case':{cw}} {'dloop row':10} {'grad / peer grad':>16}  peer"]
     for r in rows:
-        if r.system != "dloop" or r.gradient_s is None:
+        if not r.system.startswith("dloop") or r.gradient_s is None:
             continue
         for p in rows:
-            if (p.workload, p.case) == (r.workload, r.case) and p.system != "dloop" and \
-                    p.gradient_s:
-                lines.append(f"{r.workload:24} {r.case:{cw}} {r.gradient_s / p.gradient_s:>24.2f}"
-                             f"  {p.system}")
+            if (p.workload, p.case) == (r.workload, r.case) and \
+                    not p.system.startswith("dloop") and p.gradient_s:
+                lines.append(f"{r.workload:24} {r.case:{cw}} {r.system:10} "
+                             f"{r.gradient_s / p.gradient_s:>16.2f}  {p.system}")
     return "\n".join(lines)

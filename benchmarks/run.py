@@ -6,7 +6,9 @@
 
 Prints one table (forward and gradient times, gradient/forward, compile time, the gradient's
 tape memory where the system accounts for it, and the gradient's relative difference from
-NumPy's hand-written adjoint), then dloop's gradient time over each peer's.
+NumPy's hand-written adjoint), then dloop's gradient time over each peer's, for the `dloop`
+row (tracing at every call) and the `dloop-once` row (retrace=False: traced at the first
+call only, docs/guide.md section 7).
 
 With --backend cuda every system runs on the GPU in its own spawned process (CUDA cannot be
 used in a child forked from a process that used it), beside the hand-written CuPy bound for
@@ -126,7 +128,7 @@ def main():
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("```\n" + report + "\n```\n")
-    bad = [r for r in rows if r.system == "dloop" and not r.correct()]
+    bad = [r for r in rows if r.system.startswith("dloop") and not r.correct()]
     if bad:
         print("dloop gradients that differ from NumPy's adjoint by more than the gate "
               f"{harness.GATE}:", [(r.workload, r.case, r.rel_diff, r.note) for r in bad])
@@ -155,10 +157,10 @@ def measure(module, case, system, make, data, reference, repeats, cuda):
     everything on the GPU, in a child, peers limited to 60 s per case on the GPU (dloop and
     the bound to 180 s: one stuck case must not take the whole run's time)."""
     args = (module.NAME, case, system, make, data, reference, repeats)
-    if not cuda and system in ("dloop", "numpy-adjoint"):
+    if not cuda and (system.startswith("dloop") or system == "numpy-adjoint"):
         row = harness.measure(*args)
     elif cuda:
-        ours = system == "dloop" or system.startswith("cupy-bound")
+        ours = system.startswith("dloop") or system.startswith("cupy-bound")
         row = harness.measure_isolated(*args, timeout=180 if ours else 60, method="spawn")
     else:
         row = harness.measure_isolated(*args)

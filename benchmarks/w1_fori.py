@@ -71,14 +71,16 @@ def tape_bytes(d):
     return int(np.sum(d["n"] + 2)) * d["x"].itemsize
 
 
-def dloop(d):
+def dloop(d, retrace=True):
+    """retrace=False: the `dloop-once` row (docs/guide.md, section 7)."""
     dl = peers.dloop()
     x, n = peers.on_device(d["x"]), peers.on_device(d["n"])
 
     def simulate(x):
         return dl.fori_loop(0, n, lambda i, v: v * 0.95 + np.sin(v) * x * 0.1, x)
 
-    return peers.dloop_impl(dl.jit(simulate), dl.grad(lambda x: simulate(x).sum()), x)
+    return peers.dloop_impl(dl.jit(simulate, retrace=retrace),
+                            dl.grad(lambda x: simulate(x).sum(), retrace=retrace), x)
 
 
 def _jax(d, checkpoint):
@@ -209,7 +211,8 @@ def warp(d):
     return Impl(forward, gradient)
 
 
-SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop,
+           "dloop-once": partial(dloop, retrace=False), "jax-masked": jax_masked,
            "jax-checkpoint": jax_checkpoint, "torch-eager": torch_eager,
            "drjit-evaluated": partial(_drjit, mode="evaluated"),
            "drjit-symbolic": partial(_drjit, mode="symbolic"),

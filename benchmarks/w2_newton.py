@@ -72,14 +72,16 @@ def numpy_adjoint(d):
     return Impl(forward, gradient, lambda: state["bytes"])
 
 
-def dloop(d):
+def dloop(d, retrace=True):
+    """retrace=False: the `dloop-once` row (docs/guide.md, section 7)."""
     dl, tol_ = peers.dloop(), tol(d)
 
     def solve(a):
         return dl.while_loop(lambda v: np.abs(residual(v, a)) > tol_, lambda v: step(v, a),
                              np.ones_like(a))
 
-    return peers.dloop_impl(dl.jit(solve), dl.grad(lambda a: solve(a).sum()),
+    return peers.dloop_impl(dl.jit(solve, retrace=retrace),
+                            dl.grad(lambda a: solve(a).sum(), retrace=retrace),
                             peers.on_device(d["a"]))
 
 
@@ -195,6 +197,7 @@ def warp(d):
     return Impl(forward, gradient)
 
 
-SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop,
+           "dloop-once": partial(dloop, retrace=False), "jax-masked": jax_masked,
            "torch-eager": torch_eager, "drjit-evaluated": partial(_drjit, mode="evaluated"),
            "drjit-symbolic": partial(_drjit, mode="symbolic"), "quadrants": quadrants, "warp": warp}

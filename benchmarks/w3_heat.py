@@ -1,6 +1,8 @@
 """W3, collective loop: a 1-D heat equation with a cubic reaction term, stepped with roll for
 a step count held in data; the gradient of sum(u_final ** 2) with respect to u0."""
 
+from functools import partial
+
 import numpy as np
 
 import peers
@@ -50,13 +52,15 @@ def numpy_adjoint(d):
     return Impl(forward, gradient, lambda: state["bytes"])
 
 
-def dloop(d):
+def dloop(d, retrace=True):
+    """retrace=False: the `dloop-once` row (docs/guide.md, section 7)."""
     dl, steps = peers.dloop(), d["steps"]
 
     def simulate(u):
         return dl.fori_loop(0, steps, lambda i, u: step(u, np.roll), u)
 
-    return peers.dloop_impl(dl.jit(simulate), dl.grad(lambda u: (simulate(u) ** 2).sum()),
+    return peers.dloop_impl(dl.jit(simulate, retrace=retrace),
+                            dl.grad(lambda u: (simulate(u) ** 2).sum(), retrace=retrace),
                             peers.on_device(d["u0"]))
 
 
@@ -136,5 +140,6 @@ def warp(d):
     return Impl(forward, gradient, lambda: (steps + 1) * size * 8 * 2)
 
 
-SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-scan": jax_scan,
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop,
+           "dloop-once": partial(dloop, retrace=False), "jax-scan": jax_scan,
            "jax-checkpoint": jax_checkpoint, "torch-eager": torch_eager, "warp": warp}

@@ -92,7 +92,8 @@ def numpy_adjoint(d):
     return Impl(lambda: march(False)[0], gradient, lambda: state["bytes"])
 
 
-def dloop(d):
+def dloop(d, retrace=True):
+    """retrace=False: the `dloop-once` row (docs/guide.md, section 7)."""
     dl, xp, tol_ = peers.dloop(), peers.array_module(), tol(d)
     dx, dy, dz, target = (peers.on_device(d[k]) for k in ("dx", "dy", "dz", "target"))
 
@@ -109,8 +110,9 @@ def dloop(d):
         t, _ = dl.while_loop(cond, body, (xp.zeros_like(dx), xp.zeros(dx.shape, xp.int64)))
         return t
 
-    return peers.dloop_impl(dl.jit(render),
-                            dl.grad(lambda r: loss_of(render(r), target, np.where)),
+    return peers.dloop_impl(dl.jit(render, retrace=retrace),
+                            dl.grad(lambda r: loss_of(render(r), target, np.where),
+                                    retrace=retrace),
                             peers.on_device(d["radii"]))
 
 
@@ -243,6 +245,7 @@ def warp(d):
     return Impl(forward, gradient)
 
 
-SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop, "jax-masked": jax_masked,
+SYSTEMS = {"numpy-adjoint": numpy_adjoint, "dloop": dloop,
+           "dloop-once": partial(dloop, retrace=False), "jax-masked": jax_masked,
            "torch-eager": torch_eager, "drjit-evaluated": partial(_drjit, mode="evaluated"),
            "drjit-symbolic": partial(_drjit, mode="symbolic"), "warp": warp}

@@ -90,11 +90,20 @@ def _backend(library=None):
 
 
 def _trace(fn, args, where):
+    treedef, library, arrays = _inputs(args, where)
+    return _trace_inputs(fn, treedef, library, arrays, where)
+
+
+def _inputs(args, where):
     leaves, treedef = pytree.flatten(list(args))
     library = _Library(leaves, where)
     paths = pytree.leaf_paths(treedef, "args")
     on_device = library.backend == "cuda"
-    arrays = [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
+    return treedef, library, [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
+
+
+def _trace_inputs(fn, treedef, library, arrays, where):
+    on_device = library.backend == "cuda"
     with Builder() as b:
         b.keeps_device_arrays = on_device
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
@@ -119,16 +128,58 @@ def _trace(fn, args, where):
     return graph, b.consts, arrays, out_td, library
 
 
+class _Traces:
+    """retrace=False: one function's traces, each kept under its arguments' signature (their
+    structure, shapes and dtypes, library and backend) with the program it ran, so that a
+    call with the same signature runs that program without calling the function (as
+    jax.jit does). Bounded: the least recently used signature is traced again."""
+    SIZE = 32
+
+    def __init__(self):
+        self.entries = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def prepared(self, fn, args, where):
+        """(graph, consts, arrays, out_td, library, kept): `kept` is the signature's record,
+        where _run keeps the program."""
+        treedef, library, arrays = _inputs(args, where)
+        key = (treedef, library.name, library.backend,
+               tuple((a.shape, a.dtype) for a in arrays))
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+        if entry is None:
+            graph, consts, _, out_td, _ = _trace_inputs(fn, treedef, library, arrays, where)
+            entry = (graph, consts, out_td, {})
+            with self.lock:
+                self.entries[key] = entry
+                if len(self.entries) > self.SIZE:
+                    self.entries.popitem(last=False)
+        graph, consts, out_td, kept = entry
+        return graph, consts, arrays, out_td, library, kept
+
+
+def _prepared(fn, args, where, traces):
+    if traces is None:
+        return (*_trace(fn, args, where), None)
+    return traces.prepared(fn, args, where)
+
+
 _PROGRAMS = collections.OrderedDict()     # canonical trace text -> (executable, constant vars)
 _PROGRAM_CACHE_SIZE = 256
 _PROGRAMS_LOCK = threading.Lock()
 
 
-def _run(graph, consts, args, transform=None, kind="jit", library=None):
+def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=None):
     """Run `graph` (after `transform`, e.g. its VJP) on the backend. The scheduled and compiled
     program is kept under the trace's canonical text: a later call with the same text, the
-    usual case in a loop over calls, only retraces, then runs."""
+    usual case in a loop over calls, only retraces, then runs. `kept`: a kept trace's record
+    (retrace=False), which holds its program and constants after the first run."""
     backend = _backend(library)
+    if kept is not None and kind in kept:
+        program, values = kept[kind]
+        return Execution(backend).run(program, args, consts=values, to_host=True)
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
     with _PROGRAMS_LOCK:
@@ -148,6 +199,8 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None):
                 _PROGRAMS.popitem(last=False)
     program, cached_order = entry
     values = {cached: consts[new] for cached, new in zip(cached_order, order)}
+    if kept is not None:
+        kept[kind] = (program, values)
     return Execution(backend).run(program, args, consts=values, to_host=True)
 
 
@@ -184,10 +237,22 @@ def _no_keywords(kwargs):
             user_location())
 
 
-def jit(fun):
+def _traces(retrace, name, where):
+    if retrace is True:
+        return None
+    if retrace is False:
+        return _Traces()
+    raise DloopTypeError(f"{name}'s retrace must be True or False, got {retrace!r}", where)
+
+
+def jit(fun, *, retrace=True):
     """The compiled forward path of `fun`, without differentiation. Inside a function that
-    dloop is tracing, a jitted function is simply called: its operations join that trace."""
-    _check_fun(fun, "jit", user_location())
+    dloop is tracing, a jitted function is simply called: its operations join that trace.
+    retrace=False: trace `fun` once per argument signature, as jax.jit does (docs/guide.md,
+    "Tracing once")."""
+    where = user_location()
+    _check_fun(fun, "jit", where)
+    traces = _traces(retrace, "jit", where)
 
     @functools.wraps(fun)
     def jitted(*args, **kwargs):
@@ -195,9 +260,9 @@ def jit(fun):
             return fun(*args, **kwargs)
         _no_keywords(kwargs)
         where = user_location()
-        graph, consts, arrays, out_td, library = _trace(fun, args, where)
+        graph, consts, arrays, out_td, library, kept = _prepared(fun, args, where, traces)
         return library.out(pytree.unflatten(out_td, _run(graph, consts, arrays,
-                                                         library=library)))
+                                                         library=library, kept=kept)))
     return jitted
 
 
@@ -259,16 +324,18 @@ def _check_loss(graph, where):
             f"{aval.dtype.name} of shape {aval.shape}; reduce it, e.g. with .sum()", where)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
-    """A function returning (fun(*args), gradient of fun with respect to args[argnums])."""
-    return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
+def value_and_grad(fun, argnums=0, has_aux=False, *, retrace=True):
+    """A function returning (fun(*args), gradient of fun with respect to args[argnums]).
+    retrace=False: as for jit."""
+    return _value_and_grad(fun, argnums, has_aux, "value_and_grad", retrace)
 
 
-def _value_and_grad(fun, argnums, has_aux, name):
+def _value_and_grad(fun, argnums, has_aux, name, retrace):
     where = user_location()
     _check_fun(fun, name, where)
     argnums = _plain_argnums(argnums)
     _check_argnums(argnums, where)
+    traces = _traces(retrace, name, where)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -277,7 +344,7 @@ def _value_and_grad(fun, argnums, has_aux, name):
         _no_nesting(name, where)
         nums = _argnums(argnums, len(args), where)
         positions = _diff_inputs(args, nums, where)
-        graph, consts, arrays, out_td, library = _trace(fun, args, where)
+        graph, consts, arrays, out_td, library, kept = _prepared(fun, args, where, traces)
         _check_aux(out_td, has_aux, name, where)
         _check_loss(graph, where)
         wrt = [p for k in nums for p in range(positions[k][0], sum(positions[k][:2]))]
@@ -289,7 +356,7 @@ def _value_and_grad(fun, argnums, has_aux, name):
             joint = seeded(vjp_graph(g, wrt), len(g.inputs))
             return pruned(joint, joint.outputs[dropped:])
         results = _run(graph, consts, arrays, transform,
-                       kind=("grad", tuple(wrt), dropped), library=library)
+                       kind=("grad", tuple(wrt), dropped), library=library, kept=kept)
         n_out = len(graph.outputs)
         results = results[:n_out - dropped] + _distinct(
             results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()),
@@ -320,9 +387,10 @@ def _check_aux(out_td, has_aux, name, where):
 _AUX_RESULT = {"grad": "(grad, aux)", "value_and_grad": "((loss, aux), grad)"}
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of a scalar-valued `fun` with respect to args[argnums]."""
-    vg = _value_and_grad(fun, argnums, has_aux, "grad")
+def grad(fun, argnums=0, has_aux=False, *, retrace=True):
+    """The gradient of a scalar-valued `fun` with respect to args[argnums]. retrace=False:
+    as for jit."""
+    vg = _value_and_grad(fun, argnums, has_aux, "grad", retrace)
 
     @functools.wraps(fun)
     def g(*args, **kwargs):
