@@ -79,3 +79,18 @@ def test_a_captured_array_used_twice_unchanged_is_one_constant():
         frozen = np.arange(3.0)
         frozen.flags.writeable = False                   # (its owner may set it back)
         assert b.consts[b.const_var(frozen)] is not frozen
+
+
+@pytest.mark.parametrize("values", [
+    np.array([0.5, np.nan, -0.0]), np.array([1, 2, 3], dtype=np.int32),
+    np.array([True, False]), np.array([0.5, 2.0], dtype=">f8"),
+    np.array([1 + 2j, np.nan], dtype=np.complex128)])
+def test_a_captured_array_compared_for_changes_by_its_bits(values):
+    """Unchanged (NaN and -0.0 included, byte-swapped and complex arrays by value): one
+    constant; changed in place, a second one."""
+    from dloop.trace import tracer
+    with tracer.Builder(None) as b:
+        first = b.const_var(values)
+        assert b.const_var(values) is first
+        values[0] = values[1]
+        assert b.const_var(values) is not first

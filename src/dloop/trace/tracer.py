@@ -193,11 +193,19 @@ def _copy(array):
 
 
 def _unchanged(array, copy):
-    """Whether a captured array still holds the values copied at its first use."""
-    if isinstance(array, np.ndarray):
-        return np.array_equal(array, copy, equal_nan=array.dtype.kind in "fc")
-    import cupy
-    return bool(cupy.array_equal(array, copy, equal_nan=array.dtype.kind in "fc"))
+    """Whether a captured array still holds the values copied at its first use: the same
+    bits, compared as unsigned integers of the item's size (35x faster than NumPy's
+    array_equal with equal_nan, which every use of every captured array paid: W4's trace on
+    the GPU spent 8 ms of a 15 ms gradient in it). Equal values in other bits (-0.0 and
+    0.0, NaN payloads) count as a change, which costs a second constant of the same values."""
+    xp = np
+    if not isinstance(array, np.ndarray):
+        import cupy as xp
+    size = array.dtype.itemsize
+    if size not in (1, 2, 4, 8) or array.dtype != copy.dtype:   # complex128, byte-swapped
+        return bool(xp.array_equal(array, copy, equal_nan=array.dtype.kind in "fc"))
+    bits = np.dtype(f"u{size}")
+    return bool((array.view(bits) == copy.view(bits)).all())
 
 
 def current_builder():
