@@ -143,7 +143,9 @@ class _Traces:
         """(graph, consts, arrays, out_td, library, kept): `kept` is the signature's record,
         where _run keeps the program."""
         treedef, library, arrays = _inputs(args, where)
-        key = (treedef, library.name, library.backend,
+        # The device too: constants a trace captured on one GPU stay there.
+        device = getattr(library.example, "device", None)
+        key = (treedef, library.name, library.backend, str(device),
                tuple((a.shape, a.dtype) for a in arrays))
         with self.lock:
             entry = self.entries.get(key)

@@ -180,3 +180,13 @@ def test_retrace_must_be_a_bool():
     with pytest.raises(dl.DloopTypeError) as e:
         dl.jit(lambda x: x, retrace=None)  # E-retrace-jit
     check(e, dl.DloopTypeError, "E-retrace-jit", "jit's retrace", "None")
+
+
+def test_arrays_of_another_library_are_another_signature():
+    xp = pytest.importorskip("array_api_strict")
+    f, calls = counted(lambda x: x * 2.0)
+    jitted = dl.jit(f, retrace=False)
+    assert isinstance(jitted(np.ones(3)), np.ndarray)
+    out = jitted(xp.ones(3, dtype=xp.float64))
+    assert type(out) is type(xp.ones(1)) and len(calls) == 2
+    np.testing.assert_array_equal(np.asarray(out), 2.0)
