@@ -181,7 +181,8 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=Non
     backend = _backend(library)
     if kept is not None and kind in kept:
         program, values = kept[kind]
-        return Execution(backend).run(program, args, consts=values, to_host=True)
+        return _unkept(Execution(backend).run(program, args, consts=values, to_host=True),
+                       values, backend)
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
     with _PROGRAMS_LOCK:
@@ -201,9 +202,19 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=Non
                 _PROGRAMS.popitem(last=False)
     program, cached_order = entry
     values = {cached: consts[new] for cached, new in zip(cached_order, order)}
-    if kept is not None:
-        kept[kind] = (program, values)
-    return Execution(backend).run(program, args, consts=values, to_host=True)
+    results = Execution(backend).run(program, args, consts=values, to_host=True)
+    if kept is None:
+        return results
+    kept[kind] = (program, values)
+    return _unkept(results, values, backend)
+
+
+def _unkept(results, values, backend):
+    """The results, each copied where it is (or is a view of) a kept trace's constant
+    (np.zeros(3) returned, or a captured array): later calls return that constant again,
+    so the caller's in-place update of this call's result must not reach it."""
+    constants = list(values.values())
+    return [_private(r, constants, backend) for r in results]
 
 
 def run_eagerly(thunk, operands):
@@ -482,10 +493,20 @@ def _distinct(grads, others, backend):
 
 def _private(value, residuals, backend):
     """value, copied where it may share memory with one of the residuals."""
-    if any(value is r or (isinstance(value, np.ndarray) and isinstance(r, np.ndarray) and
-                          np.may_share_memory(value, r)) for r in residuals):
+    if any(_may_share_memory(value, r) for r in residuals):
         return _copy(value, backend)
     return value
+
+
+def _may_share_memory(a, b):
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b)
+    if hasattr(a, "__cuda_array_interface__") and hasattr(b, "__cuda_array_interface__"):
+        import cupy
+        return bool(cupy.may_share_memory(a, b))
+    return False
 
 
 def _copy(value, backend):

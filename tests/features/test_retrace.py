@@ -108,6 +108,27 @@ def test_aux_outputs_come_from_this_calls_arguments(backend):
         np.testing.assert_allclose(g, 2 * x / 64, rtol=1e-14)
 
 
+def test_a_result_updated_in_place_leaves_later_calls_alone(backend):
+    """A constant the function returns (np.zeros here, or a captured array or a view of
+    one) is the kept trace's, which later calls return again: each call's result is still
+    its own array, as with NumPy, so that updating it in place changes nothing else."""
+    w = np.arange(4.0)
+    jitted = dl.jit(lambda x: (x * 2.0, np.zeros(3), w[1:]), retrace=False)
+    for _ in range(2):
+        _, zeros, tail = jitted(np.ones(2))
+        np.testing.assert_array_equal(zeros, 0.0)
+        np.testing.assert_array_equal(tail, [1.0, 2.0, 3.0])
+        zeros += 1.0
+        tail[:] = -1.0
+    vg = dl.value_and_grad(lambda x: ((x ** 2).sum(), w), has_aux=True, retrace=False)
+    for _ in range(2):
+        (_, aux), g = vg(np.ones(2))
+        np.testing.assert_array_equal(aux, np.arange(4.0))
+        np.testing.assert_array_equal(g, 2.0)
+        aux[:] = 7.0
+    np.testing.assert_array_equal(w, np.arange(4.0))
+
+
 SCALE = [2.0]
 
 
