@@ -21,6 +21,15 @@ def test_argnums_of_the_wrong_type(backend):
     check(e, dl.DloopTypeError, "E-argnums-type", "argnums", "1.0", "tuple of ints")
 
 
+def test_retrace_that_is_not_a_bool(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: x.sum(), retrace="no")  # E-retrace
+    check(e, dl.DloopTypeError, "E-retrace", "retrace must be True or False", "'no'")
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.jit(lambda x: x, retrace=None)  # E-retrace-jit
+    check(e, dl.DloopTypeError, "E-retrace-jit", "jit's retrace", "None")
+
+
 def test_grad_of_a_non_function(backend):
     with pytest.raises(dl.DloopTypeError) as e:
         dl.grad(5)  # E-grad-int

@@ -10,9 +10,6 @@ import pytest
 
 import dloop as dl
 from dloop import api
-from helpers import error_checker
-
-check = error_checker(__file__)
 
 
 def counted(fn):
@@ -192,15 +189,6 @@ def test_threads_share_the_kept_traces():
         t.join()
     for a, g in zip(inputs, results):
         np.testing.assert_allclose(g, root_and_slope(a)[1], rtol=1e-10, atol=0)
-
-
-def test_retrace_must_be_a_bool():
-    with pytest.raises(dl.DloopTypeError) as e:
-        dl.grad(lambda x: x.sum(), retrace="no")  # E-retrace
-    check(e, dl.DloopTypeError, "E-retrace", "retrace must be True or False", "'no'")
-    with pytest.raises(dl.DloopTypeError) as e:
-        dl.jit(lambda x: x, retrace=None)  # E-retrace-jit
-    check(e, dl.DloopTypeError, "E-retrace-jit", "jit's retrace", "None")
 
 
 def test_arrays_of_another_library_are_another_signature():
