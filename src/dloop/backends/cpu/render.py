@@ -11,8 +11,8 @@ import numpy as np
 from llvmlite import ir
 
 from ...kernel import kir
-from .ops import emit
 from .chunks import add_chunk_loop
+from .ops import emit
 from .types import F64, I8, I64, PTR, SUFFIX, VOID, llvm_type, storage_type
 
 # More pieces than this: the loads are legalized to selects instead (wrap_pieces).
