@@ -193,18 +193,19 @@ class Backend:
         """The kernel in the ops this backend renders (kernel/legalize.py)."""
         return legalize(kernel, self.caps)
 
-    def compile(self, kernel):
+    def compile(self, kernel, variant=None):
         """The launchable artifact of `kernel`, legalized for this backend's caps first (so
-        the caches are keyed by the code the renderer sees)."""
+        the caches are keyed by the code the renderer sees). variant: another form of the
+        kernel the backend renders (render(kernel, variant)), cached under its own key."""
         kernel = self.legalize(kernel)
-        text = str(kernel)
+        text = str(kernel) if variant is None else f"{variant}\n{kernel}"
         artifact = self._artifacts.get(text)
         if artifact is not None:
             return artifact
         key, artifact = self.from_disk_cache(self.name, text,
                                              lambda binary: self.load(binary, None, kernel))
         if artifact is None:
-            source = self.render(kernel)
+            source = self.render(kernel) if variant is None else self.render(kernel, variant)
             if config.debug:
                 print(f"dloop: {self.name} source of {kernel.name}\n{source}")
             binary = self.to_disk_cache(key, text, self.build(source, kernel))
@@ -262,6 +263,10 @@ class Backend:
     def to_host(self, x):
         """x as an array of `xp`, for host steps."""
         raise NotImplementedError
+
+    def owned_copy(self, x, dtype):
+        """A new C-ordered array of `xp` and dtype holding x, for the caller to overwrite."""
+        return self.xp.array(self.xp.asarray(x), dtype=dtype, order="C", copy=True)
 
     def to_numpy(self, x):
         raise NotImplementedError

@@ -229,3 +229,28 @@ def test_atomic_add_compiles_in_every_dtype(dtype):
     source = render(kernel)
     assert "atomicAdd(" in source
     compile_cuda(source, nvrtc_check.ARCH)
+
+
+def test_row_entries_of_a_collective_loop_s_kernels_compile(monkeypatch):
+    """The step graphs' kernels (backends/cuda/steps.py) take their arguments from a row:
+    a heat step (roll, a reaction term, an integer index read) and its reverse, taped, in
+    every dtype a row holds."""
+    u0, p = np.linspace(0.5, 1.5, 16), np.float32(0.1)
+    odd, shift = np.arange(16) % 2 == 1, np.arange(16, dtype=np.int32) % 3
+
+    def loss(u, p):
+        def body(i, u):
+            u = u + 0.2 * (np.roll(u, 1) - u) - p * u ** 3 + (i % 3) * 1e-3
+            return np.where(odd, u, u * 0.99) + (shift > 1) * u * 1e-4
+        return (dl.fori_loop(0, 20, body, u) ** 2).sum()
+
+    kernels = _kernels_of(dl.grad(loss), u0.astype(np.float32), p, monkeypatch=monkeypatch)
+    kernels += _kernels_of(dl.grad(loss), u0, np.float64(p), monkeypatch=monkeypatch)
+    loads = set()
+    for k in kernels:
+        source = render(k, rows=True)
+        assert "(const long long* __restrict__ row)" in source
+        assert "const long long n_threads = " in source
+        compile_cuda(source, nvrtc_check.ARCH)
+        loads.update(re.findall(r"__ldg\(&(buf\d+)", source))
+    assert loads

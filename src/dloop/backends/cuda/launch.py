@@ -15,6 +15,8 @@ from . import sizing
 from .render import BLOCK, CUDA_CAPS, KERNEL_NAME, Renderer
 from .steps import StepDriver
 
+_D2D = cupy.cuda.runtime.memcpyDeviceToDevice
+
 
 @functools.lru_cache(maxsize=None)
 def _target(capability):
@@ -73,8 +75,9 @@ class CudaBackend(Backend):
     def _arch(self):
         return _target(cupy.cuda.Device().compute_capability)
 
-    def render(self, kernel):
-        return Renderer(kernel).render()
+    def render(self, kernel, variant=None):
+        """variant "rows": the entry that reads its arguments from a row (steps.py)."""
+        return Renderer(kernel, rows=variant == "rows").render()
 
     def build(self, source, kernel):
         arch = self._arch()
@@ -98,6 +101,16 @@ class CudaBackend(Backend):
         if isinstance(x, cupy.ndarray) and x.dtype == dtype and x.flags.c_contiguous:
             return x.reshape(-1)        # the usual case, at every launch: no conversion
         return cupy.ascontiguousarray(cupy.asarray(x, dtype=dtype)).reshape(-1)
+
+    def owned_copy(self, x, dtype):
+        """One copy on the stream: CuPy's own copy costs several times the host time."""
+        if not (isinstance(x, cupy.ndarray) and x.dtype == dtype and x.flags.c_contiguous):
+            return super().owned_copy(x, dtype)
+        out = cupy.empty(x.shape, dtype)
+        if x.nbytes:
+            cupy.cuda.runtime.memcpyAsync(out.data.ptr, x.data.ptr, x.nbytes, _D2D,
+                                          cupy.cuda.get_current_stream().ptr)
+        return out
 
     def to_host(self, x):
         """Host steps run in CuPy on the device: only stray NumPy values (literals, NumPy
@@ -139,7 +152,7 @@ class CudaBackend(Backend):
 
     # -- execution --
     def step_driver(self, plan, mode, n_index, n_carry, n_inv):
-        return StepDriver(plan, mode, n_index, n_carry, n_inv)
+        return StepDriver(self, plan, mode, n_index, n_carry, n_inv)
 
     def address(self, array):
         return array.data.ptr

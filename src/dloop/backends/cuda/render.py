@@ -1,5 +1,8 @@
 """STAGE 5 — cuda: kernel IR -> CUDA C. One thread per element:
     extern "C" __global__ void dloop_kernel(long long n_threads, T0* buf0, T1* buf1, ...)
+or, rendered with rows=True, the same kernel taking those values from a row of 8-byte words
+in device memory: the step graphs of backends/cuda/steps.py launch it, where a node's
+arguments are fixed when the graph is made and the row is rewritten at every call.
 Every statement from a user line is preceded by `#line N "file"`, so NVRTC messages and
 device-side tools point at the user's Python. Indices and offsets are 64-bit throughout.
 Adstack push/pop and the fault flags are the helpers of _native/cuda/adstack.cuh."""
@@ -24,8 +27,9 @@ _READ_ONLY = ("in", "start", "cap", "order")
 
 
 class Renderer:
-    def __init__(self, kernel):
+    def __init__(self, kernel, rows=False):
         self.kernel = kernel
+        self.rows = rows
         self.lines = []
         self.decls = {}           # var -> its C declaration, all hoisted to the kernel's top
         self.depth = 1
@@ -77,8 +81,14 @@ class Renderer:
         self.decls.pop(k.tid)          # declared const where it is computed
         if k.slot is not None:
             self.decls.pop(k.slot)
-        head = [f'#include "{HEADER}"', "",
-                f'extern "C" __global__ void {KERNEL_NAME}({", ".join(params)}) {{']
+        head = [f'#include "{HEADER}"', ""]
+        if self.rows:
+            head.append(f'extern "C" __global__ void {KERNEL_NAME}('
+                        f'const long long* __restrict__ row) {{')
+            head += [f"  {p} = ({p.rpartition(' ')[0].replace(' __restrict__', '')})row[{i}];"
+                     for i, p in enumerate(params)]
+        else:
+            head.append(f'extern "C" __global__ void {KERNEL_NAME}({", ".join(params)}) {{')
         decls = ["  " + d for d in self.decls.values()]
         return "\n".join(head + decls + self.lines + [""])
 
@@ -141,6 +151,10 @@ class Renderer:
 
     def do_Load(self, s):
         load = f"buf{s.buf}[{self.val(s.index)}]"
+        if self.rows and self.kernel.buffers[s.buf].kind in _READ_ONLY:
+            # __restrict__ is honoured on parameters only: without it the compiler does not
+            # use the read-only loads a parameter's const __restrict__ gives.
+            load = f"__ldg(&{load})"
         self.assign(s.out, f"({load} != 0)" if s.out.dtype == bool else load, s.src)
 
     def _stored(self, value, dtype):
@@ -254,6 +268,6 @@ def _escape(path):
     return path.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def render(kernel, caps=CUDA_CAPS):
+def render(kernel, caps=CUDA_CAPS, rows=False):
     """CUDA C for `kernel` on a device with `caps` (legalized for them first)."""
-    return Renderer(legalize(kernel, caps)).render()
+    return Renderer(legalize(kernel, caps), rows).render()
