@@ -311,11 +311,16 @@ def _diff_inputs(args, nums, where, leave_out="leave this argument out of argnum
     for k, a in enumerate(args):
         leaves, td = pytree.flatten(a)
         if k in nums:
-            for j, (x, path) in enumerate(zip(leaves, pytree.leaf_paths(td, f"args[{k}]"))):
-                dtype = _as_input(x, path, where).dtype
-                if not np.issubdtype(dtype, np.inexact):
+            for j, x in enumerate(leaves):
+                # A NumPy or CuPy array's dtype says it; anything else is converted as the
+                # call will convert it (which refuses what is not an array).
+                dtype = getattr(x, "dtype", None)
+                if not isinstance(dtype, np.dtype):
+                    dtype = _as_input(x, pytree.leaf_paths(td, f"args[{k}]")[j], where).dtype
+                if dtype.kind not in "fc":
                     raise DloopTypeError(
-                        f"cannot differentiate with respect to {path}: its dtype is "
+                        f"cannot differentiate with respect to "
+                        f"{pytree.leaf_paths(td, f'args[{k}]')[j]}: its dtype is "
                         f"{dtype.name}, and gradients need float or complex inputs (pass "
                         f"float values, or {leave_out})", where)
             positions[k] = (offset, len(leaves), td)

@@ -30,6 +30,15 @@ def test_retrace_that_is_not_a_bool(backend):
     check(e, dl.DloopTypeError, "E-retrace-jit", "jit's retrace", "None")
 
 
+def test_gradient_with_respect_to_an_integer_array(backend):
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: (x * 1.5).sum())(np.arange(4, dtype=np.int32))  # E-grad-int-array
+    check(e, dl.DloopTypeError, "E-grad-int-array", "args[0]", "int32", "float")
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda p: p["w"].sum() * 2.0)({"w": 3})  # E-grad-int-leaf
+    check(e, dl.DloopTypeError, "E-grad-int-leaf", "args[0]['w']", "int64", "float")
+
+
 def test_grad_of_a_non_function(backend):
     with pytest.raises(dl.DloopTypeError) as e:
         dl.grad(5)  # E-grad-int

@@ -66,7 +66,7 @@ def run_cloop(execution, bodies, op, value):
 
 def _driven_forward(execution, entry, info, lo, hi, carries, invs, tape_bases):
     plan = entry[0]
-    values = [np.zeros((), info.index_dtype)] + [execution.queued(c) for c in carries] + \
+    values = [plan.index_value(info.index_dtype)] + [execution.queued(c) for c in carries] + \
         [execution.queued(v) for v in invs]
     owned = [True] * (1 + len(carries)) + [False] * len(invs)
     arrays = steps.run(execution.backend, entry, values, owned, hi - lo, lo,
@@ -160,7 +160,7 @@ def run_cloop_bwd(execution, bodies, op, value):
         execution, program, "reverse", info.src, prefix, info.n_carry, len(invs))
     if entry is not None:
         plan = entry[0]
-        values = [np.zeros((), info.index_dtype)] * prefix + \
+        values = [plan.index_value(info.index_dtype)] * prefix + \
             [None] * info.n_carry + \
             [execution.queued(v) for v in invs] + [execution.queued(b) for b in carry_bars]
         owned = [True] * (prefix + info.n_carry) + [False] * len(invs) + [True] * nf

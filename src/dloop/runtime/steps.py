@@ -26,6 +26,12 @@ class StepPlan:
     outputs: list          # slot of each program output
     nbytes: list           # bytes per slot
 
+    def index_value(self, dtype):
+        """The value for a fori loop's index slot: None where no kernel reads the index (the
+        drivers read each step's index elsewhere), so nothing is copied to the device."""
+        used = any(self.inputs[0] in refs for _, _, refs in self.calls)
+        return np.zeros((), dtype) if used else None
+
 
 def plan_steps(executable, src, max_threads=None):
     """The StepPlan of a body program, or None (with the reason in the debug dump).
@@ -122,22 +128,22 @@ def run(backend, entry, values, owned, trips, index_base, tape_bases, accumulato
     (device arrays of the backend). A value None: the slot is not read (a reverse step's
     primal carries, which its kernels read in the tape)."""
     plan, native = entry
-    xp, arrays = backend.xp, [None] * len(plan.slots)
+    arrays = [None] * len(plan.slots)
     for s, value, own in zip(plan.inputs, values, owned):
         if value is None:
             continue
         dtype = plan.slots[s].aval.dtype
-        arrays[s] = xp.array(xp.asarray(value), dtype=dtype, order="C", copy=True) if own \
-            else backend.upload(value, dtype)
+        arrays[s] = backend.owned_copy(value, dtype) if own else backend.upload(value, dtype)
     for s, var in enumerate(plan.slots):
         if arrays[s] is None:
             arrays[s] = backend.empty(var.aval.shape, var.aval.dtype)
-    faults = [backend.zeros(1 + len(compiled.kernel.faults), np.int64)
+    faults = [None if compiled.faults_index is None else
+              backend.zeros(1 + len(compiled.kernel.faults), np.int64)
               for compiled, _, _ in plan.calls]
     table = np.array([backend.address(a) for a in arrays] + list(tape_bases) +
                      [backend.address(a) for a in accumulators] +
-                     [backend.address(f) for f in faults] + list(native.entries) + [trips],
-                     dtype=np.uint64)
+                     [0 if f is None else backend.address(f) for f in faults] +
+                     list(native.entries) + [trips], dtype=np.uint64)
     chunks = [(t, min(t + CHUNK, trips)) for t in range(0, trips, CHUNK)]
     for first, last in reversed(chunks) if reverse else chunks:
         native.call(first, last, index_base, table)
