@@ -312,10 +312,11 @@ def _diff_inputs(args, nums, where, leave_out="leave this argument out of argnum
         leaves, td = pytree.flatten(a)
         if k in nums:
             for j, x in enumerate(leaves):
-                # A NumPy or CuPy array's dtype says it; anything else is converted as the
-                # call will convert it (which refuses what is not an array).
+                # A NumPy or CuPy array of floats says it by its dtype (the call refuses
+                # float16 or a subclass); anything else is converted as the call will convert
+                # it, which refuses an unsupported dtype or a non-array with its own error.
                 dtype = getattr(x, "dtype", None)
-                if not isinstance(dtype, np.dtype):
+                if not (isinstance(dtype, np.dtype) and dtype.kind in "fc"):
                     dtype = _as_input(x, pytree.leaf_paths(td, f"args[{k}]")[j], where).dtype
                 if dtype.kind not in "fc":
                     raise DloopTypeError(

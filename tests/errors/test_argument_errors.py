@@ -39,6 +39,19 @@ def test_gradient_with_respect_to_an_integer_array(backend):
     check(e, dl.DloopTypeError, "E-grad-int-leaf", "args[0]['w']", "int64", "float")
 
 
+@pytest.mark.parametrize("kind", ["object", "datetime", "masked"])
+def test_gradient_with_respect_to_a_value_dloop_does_not_compute_in(backend, kind):
+    """Not a float, but not a value to leave out of argnums either: the conversion's own
+    error, which says what to pass instead."""
+    value, phrase = {"object": (np.array([1.0, 2.0], dtype=object), "dtype object"),
+                     "datetime": (np.array(["2020-01-01"], "datetime64[D]"), "datetime64"),
+                     "masked": (np.ma.masked_array(N, mask=[0, 1, 0, 0]), "masked array")}[kind]
+    with pytest.raises(dl.DloopTypeError) as e:
+        dl.grad(lambda x: (x * 1.5).sum())(value)  # E-grad-unsupported
+    check(e, dl.DloopTypeError, "E-grad-unsupported", "args[0]", phrase)
+    assert "argnums" not in str(e.value)
+
+
 def test_grad_of_a_non_function(backend):
     with pytest.raises(dl.DloopTypeError) as e:
         dl.grad(5)  # E-grad-int

@@ -3,6 +3,9 @@ CUDA graphs of 2^k steps, the rest launched one by one, against the NumPy adjoin
 reused across trip counts and dropped when too many are kept; and threads, on their own
 streams and on one stream, getting the serial results bit for bit."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -105,3 +108,89 @@ def test_a_body_reading_the_index_gets_each_step_s_index(trips):
                                rtol=1e-12)
     value = dl.jit(lambda u: dl.fori_loop(3, n, lambda i, u: u + i / 2, u))(u)
     np.testing.assert_allclose(cp.asnumpy(value), cp.asnumpy(u) + index.sum() / 2, rtol=1e-13)
+
+
+def test_threads_on_the_per_thread_default_stream_get_the_serial_results():
+    """CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1: every thread's default stream has the handle
+    cudaStreamPerThread, and a graph kept under it had its table rewritten by one thread
+    while another thread's launch of it still read it (2 to 21 calls of 240 wrong on an
+    H100)."""
+    script = """if 1:
+        import threading, numpy as np, cupy as cp, dloop as dl
+        n = np.array(64)
+        f = dl.jit(lambda u: dl.fori_loop(
+            0, n, lambda i, u: u + 0.2 * (np.roll(u, 1) - u) - 0.05 * u ** 3, u))
+        xs = [cp.linspace(0, 1 + k / 10, 1 << 18) for k in range(8)]
+        want = [cp.asnumpy(f(x)) for x in xs]
+        same = []
+        def work(k):
+            for _ in range(100):
+                same.append(np.array_equal(cp.asnumpy(f(xs[k])), want[k]))
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert cp.cuda.get_current_stream().ptr == cp.cuda.runtime.streamPerThread
+        print(same.count(False), len(same))
+    """
+    env = {**os.environ, "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM": "1"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "800"]
+
+
+def test_graphs_keep_their_kernels_loaded_when_the_compiled_entry_is_replaced(monkeypatch):
+    """Threads making a driver's first graph at once each compile the row entries; the
+    backend keeps the last one compiled, and the module of one it dropped was unloaded under
+    the graphs made from it (CUDA_ERROR_INVALID_HANDLE). Here the replacement is forced."""
+    from dloop.backends.cuda.launch import CudaBackend
+    compile_ = CudaBackend.compile
+
+    def compile_twice(self, kernel, variant=None):
+        artifact = compile_(self, kernel, variant)
+        if variant is not None:         # another thread's compile replaces it in the cache
+            self._artifacts.pop(f"{variant}\n{self.legalize(kernel)}")
+            compile_(self, kernel, variant)
+        return artifact
+    monkeypatch.setattr(CudaBackend, "compile", compile_twice)
+    monkeypatch.setattr("dloop.api._PROGRAMS", type(dl.api._PROGRAMS)())
+    n, bias = np.array(64), float(np.random.default_rng().uniform(0.25, 0.75))
+    f = dl.jit(lambda u: dl.fori_loop(0, n, lambda i, u: u * 1.001 + bias + 0 * np.roll(u, 1),
+                                      u))
+    want = np.ones(1 << 16)
+    for _ in range(64):
+        want = want * 1.001 + bias
+    np.testing.assert_allclose(cp.asnumpy(f(cp.ones(1 << 16))), want, rtol=1e-13)
+
+
+def test_making_graphs_while_another_thread_synchronizes_the_device(monkeypatch):
+    """Graphs are made node by node, not by stream capture, during which a device-wide
+    synchronize in another thread fails (cudaErrorStreamCaptureUnsupported) and breaks the
+    capture. Here every call makes a graph (one kept, step counts alternating) while another
+    thread synchronizes the device in a loop."""
+    monkeypatch.setattr(cuda_steps, "GRAPHS_KEPT", 1)
+    u0 = _u0(4096)
+    grads = {trips: dl.grad(_loss(trips)) for trips in (8, 16, 32, 64)}
+    done, errors = threading.Event(), []
+
+    def synchronize():
+        try:
+            while not done.is_set():
+                cp.cuda.Device().synchronize()
+        except Exception as e:              # reported below
+            errors.append(e)
+
+    other = threading.Thread(target=synchronize)
+    other.start()
+    try:
+        for _ in range(10):
+            for trips, grad in grads.items():
+                np.testing.assert_allclose(cp.asnumpy(grad(cp.asarray(u0))),
+                                           _numpy_gradient(u0, trips), rtol=1e-12,
+                                           err_msg=f"{trips} steps")
+    finally:
+        done.set()
+        other.join()
+    assert errors == []

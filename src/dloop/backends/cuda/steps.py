@@ -29,6 +29,7 @@ import cupy
 import numpy as np
 
 from ...runtime.steps import carry_pairs
+from .graphs import KernelChain
 from .render import BLOCK
 
 _D2D = cupy.cuda.runtime.memcpyDeviceToDevice
@@ -131,7 +132,10 @@ class StepDriver:
 
     def _graph(self, device, stream, size, build=True):
         """The graph of `size` steps for `stream` (made here if `build`, else None)."""
-        key = (device, stream.ptr, size)
+        # cudaStreamPerThread (CuPy's default stream under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM,
+        # or Stream.ptds) is one handle for another stream in each thread.
+        key = (device, stream.ptr, size, threading.get_ident()
+               if stream.ptr == cupy.cuda.runtime.streamPerThread else None)
         with self.graphs_lock:
             graph = self.graphs.get(key)
             if graph is not None:
@@ -140,7 +144,10 @@ class StepDriver:
         if not build:
             return None
         if self.row_functions is None:
-            self.row_functions = [self.backend.compile(compiled.kernel, "rows").function.ptr
+            # The Function objects, which keep their modules loaded: a thread compiling at the
+            # same time may replace the backend's cached artifact, and the one replaced would
+            # unload its module under the graphs made from it.
+            self.row_functions = [self.backend.compile(compiled.kernel, "rows").function
                                   for compiled, _, _ in self.plan.calls]
         graph = _StepGraph(self.row_functions, [g for _, _, g, _ in self.launches],
                            [1 + len(refs) for _, _, _, refs in self.launches], size)
@@ -222,6 +229,7 @@ class _StepGraph:
 
     def __init__(self, functions, grids, widths, size):
         self.size = size
+        self.functions = functions       # CuPy Functions: their modules stay loaded
         self.offsets = np.cumsum([0] + [size * w for w in widths])
         n_words = int(self.offsets[-1])
         self.table = cupy.empty(n_words, np.int64)
@@ -230,21 +238,18 @@ class _StepGraph:
         self.lock = threading.Lock()
         self.copied = cupy.cuda.Event(block=False, disable_timing=True)
         self.copied.record()
+        # Where the last launch was queued: a copy into the table waits for it (the same
+        # stream orders them already, but not two threads on cudaStreamPerThread).
+        self.launched = cupy.cuda.Event(block=False, disable_timing=True)
         # Node (step j, kernel k)'s one argument: the address of its row in the table.
         rows = np.array([[self.table.data.ptr + 8 * (int(self.offsets[k]) + j * w)
                           for k, w in enumerate(widths)] for j in range(size)], np.int64)
         pointers = rows.ctypes.data + 8 * np.arange(rows.size, dtype=np.int64)
-        launch = cupy.cuda.driver.launchKernel
-        side = cupy.cuda.Stream(non_blocking=True)
-        with side:
-            side.begin_capture()
-            try:
-                for j in range(size):
-                    for k, (function, grid) in enumerate(zip(functions, grids)):
-                        launch(function, grid, 1, 1, BLOCK, 1, 1, 0, side.ptr,
-                               pointers.ctypes.data + 8 * (j * len(functions) + k), 0)
-            finally:
-                self.graph = side.end_capture()
+        n = len(functions)
+        # Node (j, k)'s kernelParams: the address of its one argument, rows[j, k].
+        self.graph = KernelChain([(functions[k].ptr, grids[k], BLOCK,
+                                   pointers.ctypes.data + 8 * (j * n + k))
+                                  for j in range(size) for k in range(n)])
 
     def run(self, values, stream):
         """Queue the steps on `stream`; values[k]: kernel k's rows (size x its width)."""
@@ -252,10 +257,12 @@ class _StepGraph:
             self.copied.synchronize()
             for k, v in enumerate(values):
                 self.host[self.offsets[k]:self.offsets[k + 1]] = v.reshape(-1)
+            stream.wait_event(self.launched)
             cupy.cuda.runtime.memcpyAsync(self.table.data.ptr, self.host.ctypes.data,
                                           self.host.nbytes, _H2D, stream.ptr)
             self.copied.record(stream)
-            self.graph.launch(stream)
+            self.graph.launch(stream.ptr)
+            self.launched.record(stream)
 
     def __del__(self):
         # The pinned memory goes back to CuPy's pool with this object: not before the last
