@@ -153,8 +153,9 @@ class StepDriver:
                            [1 + len(refs) for _, _, _, refs in self.launches], size)
         with self.graphs_lock:
             self.graphs[key] = graph
-            while len(self.graphs) > GRAPHS_KEPT:
-                self.graphs.popitem(last=False)
+            dropped = [self.graphs.popitem(last=False)
+                       for _ in range(len(self.graphs) - GRAPHS_KEPT)]
+        del dropped           # outside the lock: each waits for its last launch (__del__)
         return graph
 
     def _swapped(self, t, trips):
@@ -265,10 +266,12 @@ class _StepGraph:
             self.launched.record(stream)
 
     def __del__(self):
-        # The pinned memory goes back to CuPy's pool with this object: not before the last
-        # copy from it has run.
+        # The pinned memory and the table go back to CuPy's pools with this object: not
+        # before the last copy and launch that read them have run (on the per-thread default
+        # stream, another thread's work could otherwise get the table's memory at once).
         try:
             self.copied.synchronize()
+            self.launched.synchronize()
         except Exception:           # CuPy already shut down at the interpreter's exit
             pass
 
