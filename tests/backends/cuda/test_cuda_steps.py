@@ -194,3 +194,22 @@ def test_making_graphs_while_another_thread_synchronizes_the_device(monkeypatch)
         done.set()
         other.join()
     assert errors == []
+
+
+def test_a_graph_the_driver_refuses_leaves_the_steps_launched_one_by_one(monkeypatch,
+                                                                          capsys):
+    """Where libcuda refuses a graph (graphs.py raises), the steps are launched one by one,
+    with the same gradient, and the debug dump says so."""
+    refused = []
+
+    def refuse(launches):
+        refused.append(len(launches))
+        raise RuntimeError("cuGraphCreate failed: CUDA_ERROR_OUT_OF_MEMORY (2)")
+    monkeypatch.setattr(cuda_steps, "KernelChain", refuse)
+    monkeypatch.setattr("dloop.api._PROGRAMS", type(dl.api._PROGRAMS)())
+    u0 = _u0(1000)
+    with dl.config.override(debug=True):
+        g = dl.grad(_loss(40))(cp.asarray(u0))
+    np.testing.assert_allclose(cp.asnumpy(g), _numpy_gradient(u0, 40), rtol=1e-12)
+    assert refused
+    assert "launched one by one: RuntimeError: cuGraphCreate failed" in capsys.readouterr().out

@@ -28,6 +28,7 @@ from collections import OrderedDict
 import cupy
 import numpy as np
 
+from ...config import config
 from ...runtime.steps import carry_pairs
 from .graphs import KernelChain
 from .render import BLOCK
@@ -58,6 +59,7 @@ class StepDriver:
         self.graphs_lock = threading.Lock()
         self.row_functions = None        # the kernels' row entries, compiled at the first graph
         self.step_counts = set()         # of earlier calls (the first STEP_COUNTS_KEPT)
+        self.no_graphs = None            # why the driver refused a graph, if it did
 
     def call(self, first, last, index_base, table):
         plan, mode = self.plan, self.mode
@@ -110,7 +112,7 @@ class StepDriver:
         """Queue the first steps of a call's launches (`blocks`, in launch order) as graphs;
         returns how many steps they ran. A step count seen before gets a graph of its own;
         one seen first goes as graphs of 2^k steps, largest first, which any count reuses."""
-        if n_steps < SMALLEST_GRAPH:
+        if n_steps < SMALLEST_GRAPH or self.no_graphs:
             return 0
         stream = cupy.cuda.get_current_stream()
         device = cupy.cuda.runtime.getDevice()
@@ -125,6 +127,8 @@ class StepDriver:
         while size >= SMALLEST_GRAPH:
             if n_steps - done >= size:
                 graph = self._graph(device, stream, size)
+                if graph is None:
+                    return done
                 graph.run([p.values[done:done + size] for p in blocks], stream)
                 done += size
             size >>= 1
@@ -149,8 +153,15 @@ class StepDriver:
             # unload its module under the graphs made from it.
             self.row_functions = [self.backend.compile(compiled.kernel, "rows").function
                                   for compiled, _, _ in self.plan.calls]
-        graph = _StepGraph(self.row_functions, [g for _, _, g, _ in self.launches],
-                           [1 + len(refs) for _, _, _, refs in self.launches], size)
+        try:
+            graph = _StepGraph(self.row_functions, [g for _, _, g, _ in self.launches],
+                               [1 + len(refs) for _, _, _, refs in self.launches], size)
+        except (RuntimeError, MemoryError) as e:  # the driver made no graph: launch one by one
+            self.no_graphs = f"{type(e).__name__}: {e}"
+            if config.debug:
+                print(f"dloop: a collective loop's steps are launched one by one: "
+                      f"{self.no_graphs}")
+            return None
         with self.graphs_lock:
             self.graphs[key] = graph
             dropped = [self.graphs.popitem(last=False)
