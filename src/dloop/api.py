@@ -15,7 +15,7 @@ from .backends.base import get_backend
 from .config import config
 from .errors import (DloopError, DloopIndexError, DloopNotImplementedError, DloopTypeError,
                      DloopValueError)
-from .ir.graph import Aval, Graph, Var, pruned
+from .ir.graph import Aval, Graph, Var, dtype_name, pruned
 from .ir.printer import canonical_text
 from .ir.verify import check_graph
 from .kernel.schedule import schedule
@@ -43,7 +43,7 @@ def _supported(array, path, where):
     if not getattr(dtype, "isnative", True):    # '>f8': kernels read native byte order
         array = array.astype(dtype.newbyteorder("="))
         dtype = array.dtype
-    if dtype.name in libraries.DTYPES:
+    if dtype_name(dtype) in libraries.DTYPES:
         return array
     if dtype.kind in "iu" and (dtype != np.uint64 or not array.size or
                                int(array.max()) < 2 ** 63):

@@ -1,6 +1,8 @@
 """STAGE 2 — str(graph): the readable form that tests and debug dumps show; and the
 canonical text that keys the cache of compiled programs."""
 
+import numpy as np
+
 from .graph import Var, dtype_name
 
 
@@ -64,16 +66,30 @@ def _canonical(graph, consts, names, order, lines, pad):
     for op in graph.ops:
         ins = " ".join([name(x, consts, names, order) for x in op.inputs])
         outs = " ".join([name(o, consts, names, order) + f":{o.aval}" for o in op.outputs])
-        params = {k: v for k, v in op.params.items() if k not in _GRAPH_PARAMS} \
-            if op.params else {}
-        lines.append(f"{pad}{outs} = {op.prim.name}{params} {ins} @{op.src}")
+        params = ", ".join([f"{k!r}: {_text(v)}" for k, v in op.params.items()
+                            if k not in _GRAPH_PARAMS]) if op.params else ""
+        lines.append(f"{pad}{outs} = {op.prim.name}{{{params}}} {ins} @{op.src}")
         info = op.params.get("info")
         if info is not None:
             lines.append(f"{pad}  loop {info.kind} {getattr(info, 'shape', None)} "
-                         f"{[str(d) for d in info.carry_dtypes]} "
-                         f"{getattr(info, 'invariant_modes', ())} {info.index_dtype} "
+                         f"{[_text(d) for d in info.carry_dtypes]} "
+                         f"{getattr(info, 'invariant_modes', ())} {_text(info.index_dtype)} "
                          f"@{info.src}")
             for _, sub in op.subgraphs():
                 _canonical(sub, consts, names, order, lines, pad + "    ")
     lines.append(pad + "out " + " ".join([name(x, consts, names, order)
                                           for x in graph.outputs]))
+
+
+_DTYPE_TEXT = {}
+
+
+def _text(value):
+    """repr(value), a dtype's read once per dtype: NumPy builds a dtype's repr in Python, a
+    few microseconds each, and the canonical text of W3's trace printed a dozen."""
+    if isinstance(value, np.dtype):
+        text = _DTYPE_TEXT.get(value)
+        if text is None:
+            text = _DTYPE_TEXT[value] = repr(value)
+        return text
+    return repr(value)

@@ -9,6 +9,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
 from ..libraries import DTYPES
 from ..ir import prims
+from ..ir.graph import dtype_name
 from ..ir.semantics import evaluate
 from ..source import user_location
 from .tracer import (Tracer, View, WeakTracer, bind1, captured, current_builder, layout_of,
@@ -85,7 +86,7 @@ def _weak_promotion(xs):
 
 def convert(x, dtype):
     dtype = np.dtype(dtype).newbyteorder("=")     # kernels compute in native byte order
-    if isinstance(x, Tracer) and dtype.name not in DTYPES:
+    if isinstance(x, Tracer) and dtype_name(dtype) not in DTYPES:
         raise DloopTypeError(
             f"dloop does not compute in {dtype.name} (supported: {', '.join(DTYPES)}); "
             "convert to one of these", user_location())
