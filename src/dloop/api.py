@@ -316,12 +316,13 @@ def _diff_inputs(args, nums, where, leave_out="leave this argument out of argnum
                 # float16 or a subclass); anything else is converted as the call will convert
                 # it, which refuses an unsupported dtype or a non-array with its own error.
                 dtype = getattr(x, "dtype", None)
-                if not (isinstance(dtype, np.dtype) and dtype.kind in "fc"):
-                    dtype = _as_input(x, pytree.leaf_paths(td, f"args[{k}]")[j], where).dtype
+                if isinstance(dtype, np.dtype) and dtype.kind in "fc":
+                    continue
+                path = pytree.leaf_paths(td, f"args[{k}]")[j]
+                dtype = _as_input(x, path, where).dtype
                 if dtype.kind not in "fc":
                     raise DloopTypeError(
-                        f"cannot differentiate with respect to "
-                        f"{pytree.leaf_paths(td, f'args[{k}]')[j]}: its dtype is "
+                        f"cannot differentiate with respect to {path}: its dtype is "
                         f"{dtype.name}, and gradients need float or complex inputs (pass "
                         f"float values, or {leave_out})", where)
             positions[k] = (offset, len(leaves), td)

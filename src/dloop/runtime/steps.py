@@ -25,12 +25,12 @@ class StepPlan:
     inputs: list           # slot of each program input
     outputs: list          # slot of each program output
     nbytes: list           # bytes per slot
+    used: frozenset        # the slots some kernel has a buffer for
 
     def index_value(self, dtype):
         """The value for a fori loop's index slot: None where no kernel reads the index (the
         drivers read each step's index elsewhere), so nothing is copied to the device."""
-        used = any(self.inputs[0] in refs for _, _, refs in self.calls)
-        return np.zeros((), dtype) if used else None
+        return np.zeros((), dtype) if self.inputs[0] in self.used else None
 
 
 def plan_steps(executable, src, max_threads=None):
@@ -60,7 +60,8 @@ def plan_steps(executable, src, max_threads=None):
     outputs = [slot(v) for v in program.outputs]
     nbytes = [int(np.prod(v.aval.shape, dtype=np.int64)) * v.aval.dtype.itemsize
               for v in slots]
-    return StepPlan(slots, calls, inputs, outputs, nbytes)
+    used = frozenset(r for _, _, refs in calls for r in refs if r is not None)
+    return StepPlan(slots, calls, inputs, outputs, nbytes, used)
 
 
 def carry_pairs(plan, mode, n_index, n_carry, n_inv):

@@ -13,9 +13,7 @@ from ..base import Backend
 from .compile import compile_cuda, header_text, nvrtc_version
 from . import sizing
 from .render import BLOCK, CUDA_CAPS, KERNEL_NAME, Renderer
-from .steps import StepDriver
-
-_D2D = cupy.cuda.runtime.memcpyDeviceToDevice
+from .steps import StepDriver, device_copy
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,9 +105,7 @@ class CudaBackend(Backend):
         if not (isinstance(x, cupy.ndarray) and x.dtype == dtype and x.flags.c_contiguous):
             return super().owned_copy(x, dtype)
         out = cupy.empty(x.shape, dtype)
-        if x.nbytes:
-            cupy.cuda.runtime.memcpyAsync(out.data.ptr, x.data.ptr, x.nbytes, _D2D,
-                                          cupy.cuda.get_current_stream().ptr)
+        device_copy(out.data.ptr, x.data.ptr, x.nbytes, cupy.cuda.get_current_stream().ptr)
         return out
 
     def to_host(self, x):

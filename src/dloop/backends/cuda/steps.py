@@ -53,8 +53,7 @@ class StepDriver:
         self.entries = [0] * len(plan.calls)      # the cpu driver's kernel addresses: none
         self.launches = [(compiled.artifact.function, np.int64(n), (n + BLOCK - 1) // BLOCK,
                           refs) for compiled, n, refs in plan.calls]
-        self.reads_index = n_index > 0 and any(plan.inputs[0] in refs
-                                               for _, _, refs in plan.calls)
+        self.reads_index = n_index > 0 and plan.inputs[0] in plan.used
         self.graphs = OrderedDict()      # (device, stream, steps) -> _StepGraph
         self.graphs_lock = threading.Lock()
         self.row_functions = None        # the kernels' row entries, compiled at the first graph
@@ -82,7 +81,7 @@ class StepDriver:
             np.arange(first, last)
         if mode == "forward_taped" and first == 0:
             for k, s in enumerate(self.carries):
-                _copy(address[n_slots + k], address[s], plan.nbytes[s], stream)
+                device_copy(address[n_slots + k], address[s], plan.nbytes[s], stream)
         at = self._addresses(steps, address, indices, first, trips)
         blocks = [_Parameters(function, n, grid, refs, address[faults + k], at, address,
                               steps.size)
@@ -101,12 +100,12 @@ class StepDriver:
                 for k, (s_in, s_out) in enumerate(pairs):
                     to = address[n_slots + k] + (t + 1) * plan.nbytes[s_in] \
                         if mode == "forward_taped" and not last_step else address[s_in]
-                    _copy(to, address[s_out], plan.nbytes[s_in], stream)
+                    device_copy(to, address[s_out], plan.nbytes[s_in], stream)
         t = int(steps[-1])
         if direct and mode != "forward_taped" and t == (0 if mode == "reverse" else trips - 1) \
                 and not self._swapped(t, trips):
             for s_in, s_out in pairs:           # the result is in the written buffer
-                _copy(address[s_in], address[s_out], plan.nbytes[s_in], stream)
+                device_copy(address[s_in], address[s_out], plan.nbytes[s_in], stream)
 
     def _run_graphs(self, blocks, n_steps):
         """Queue the first steps of a call's launches (`blocks`, in launch order) as graphs;
@@ -287,7 +286,8 @@ class _StepGraph:
             pass
 
 
-def _copy(dst, src, nbytes, stream):
+def device_copy(dst, src, nbytes, stream):
+    """nbytes from device address src to dst, queued on stream (a pointer)."""
     if nbytes:
         cupy.cuda.runtime.memcpyAsync(dst, src, nbytes, _D2D, stream)
 
