@@ -27,6 +27,7 @@ import numpy as np
 
 from ..adstack.layout import LoopLayout
 from ..config import config
+from ..trace import captured_copies
 
 MAX_BYTES = 128 << 20
 
@@ -80,7 +81,10 @@ def lookup(plan, key, values, all_equal):
     for old, new in zip(memo.inputs, values):
         if old.shape != new.shape or old.dtype != new.dtype:
             return None
-    if not all_equal(list(zip(memo.inputs, values))):
+    # A trace's kept copy of a captured array (captured_copies) is never written: the same
+    # one is the same values.
+    pairs = [(old, new) for old, new in zip(memo.inputs, values) if old is not new]
+    if pairs and not all_equal(pairs):
         return None
     with _lock:
         if id(plan) in _held:               # the last given up is the least recently used
@@ -101,8 +105,8 @@ def store(plan, key, values, caps, order, layouts, xp):
     # The capacities may be the caller's own trip-count array (capacity._bounds_as_is),
     # which the caller may change in place after this call: keep the memo's copy instead.
     # (A guess's trips are a host array: its copy stays one, and is compared on the host.)
-    copies = [v.copy() if isinstance(v, np.ndarray) else xp.array(v, copy=True)
-              for v in values]
+    copies = [v if captured_copies.immutable(v) else v.copy() if isinstance(v, np.ndarray)
+              else xp.array(v, copy=True) for v in values]
     own = {id(v): c for v, c in zip(values, copies)}
     caps = {k: own.get(id(c), c) for k, c in caps.items()}
     layouts = {k: LoopLayout(own.get(id(lay.cap), lay.cap), lay.start, lay.regions)

@@ -12,6 +12,7 @@ from ..errors import DloopAttributeError, DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals, same_eval
 from ..source import user_location
+from . import captured_copies
 from .scalarize import complex_error
 
 
@@ -103,7 +104,8 @@ class Builder:
         if isinstance(array, np.ndarray) and not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
         else:
-            array = _copy(array)
+            kept = captured_copies.copy_of(array) if isinstance(array, np.ndarray) else None
+            array = _copy(array) if kept is None else kept
         var = new_var(array.shape, array.dtype)
         self.consts[var] = array
         self._const_ids[id(original)] = (var, array)
