@@ -24,6 +24,7 @@ import ctypes
 import importlib
 import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,7 @@ class Caps:
 
 
 ELEMENT_ORDERS_KEPT = 4
+KEPT_UPLOAD_BYTES = 256 << 20     # kept_upload's device copies, all together
 _instances = {}
 _instances_lock = threading.Lock()
 
@@ -166,6 +168,10 @@ class Backend:
         self._heaps = weakref.WeakSet()
         self._heaps_lock = threading.Lock()
         self._element_orders = {}     # n -> 0 .. n-1 on this backend's device (element_order)
+        # id(host array) -> (weakref to it, {dtype: its device copy}), least recently used
+        # first (kept_upload)
+        self._kept_uploads = OrderedDict()
+        self._kept_lock = threading.Lock()
         self.compile_count = 0        # kernels and step drivers built (not found in a cache)
         self.count_launches = 0       # counting pre-passes run (where no expression exists)
 
@@ -333,6 +339,36 @@ class Backend:
         """The device address of a device array's first element (step drivers' tables)."""
         raise NotImplementedError
 
+    def kept_upload(self, host, dtype):
+        """The device copy of an immutable host array (a trace's kept copy of a captured
+        array, trace/captured_copies.py) as dtype, in the host array's shape: the one made
+        at an earlier call where there is one. W1's trip counts, captured by its loss, were
+        copied to the device at every call (8 MB, and again for the sizing on cuda).
+        Copies are kept while their host array lives, KEPT_UPLOAD_BYTES at most."""
+        dtype, key = np.dtype(dtype), id(host)
+        with self._kept_lock:
+            entry = self._kept_uploads.get(key)
+            if entry is not None and entry[0]() is host:
+                self._kept_uploads.move_to_end(key)
+                found = entry[1].get(dtype)
+                if found is not None:
+                    return found
+        copy = self.upload(host, dtype).reshape(host.shape)
+        if copy.nbytes > KEPT_UPLOAD_BYTES:
+            return copy
+        with self._kept_lock:
+            entry = self._kept_uploads.get(key)
+            if entry is None or entry[0]() is not host:
+                entry = self._kept_uploads[key] = (weakref.ref(host), {})
+            entry[1][dtype] = copy
+            total = 0
+            for key in reversed(list(self._kept_uploads)):       # newest first
+                ref, copies = self._kept_uploads[key]
+                total += sum(c.nbytes for c in copies.values())
+                if ref() is None or total > KEPT_UPLOAD_BYTES:
+                    del self._kept_uploads[key]
+        return copy
+
 
 class HostMemory:
     """Memory for backends that run on the CPU: device arrays are NumPy arrays."""
@@ -346,6 +382,9 @@ class HostMemory:
 
     def upload(self, x, dtype):
         return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+
+    def kept_upload(self, host, dtype):
+        return np.asarray(host, dtype=dtype)     # the host array itself, or a conversion
 
     def address(self, array):
         """ctypes' view of the buffer is about 3x quicker than __array_interface__, which

@@ -13,6 +13,7 @@ from ..adstack import capacity, parallel
 from ..adstack.layout import loop_layout
 from ..errors import DloopMemoryError, DloopNotImplementedError, DloopValueError
 from ..ir.graph import Lit
+from ..trace import captured_copies
 from . import faults as fault_check
 from . import guess, sizing_memo
 from .collective import RUNNERS
@@ -42,6 +43,7 @@ class Execution:
         self.lease = None
         self.pending = []          # (kernel, fault buffer, layouts) not yet checked
         self.lasting = {}          # id -> (host array, {dtype: its device copy}); see _upload
+        self.kept_uploads = {}     # id -> a device copy of a kept host array (_sizing_array)
         self.guessing = True       # counted loops may be sized from their plan's last count
         self.guessed = None        # the plan whose launch being sized guessed (guess.py)
         self.guesses = []          # every plan that guessed in this run, in order
@@ -208,7 +210,7 @@ class Execution:
                         loop_layouts = self._layouts(plan, caps, order)  # refuses what cannot fit
                         if kept is not None:
                             sizing_memo.store(plan, key, kept, caps, order, loop_layouts,
-                                              self._sizing_xp())
+                                              self._sizing_xp(), self._immutable)
                     layouts.update(self._allocate(plan, loop_layouts))
                 except DloopMemoryError:
                     # A guess, this launch's or an earlier one's whose tape is still held,
@@ -425,7 +427,18 @@ class Execution:
     def _sizing_array(self, val):
         val = val.trips if isinstance(val, TapeHandle) else val
         be = self.backend
-        return be.to_host(val) if be.caps.sizes_on_device else be.to_numpy(val)
+        if not be.caps.sizes_on_device:
+            return be.to_numpy(val)
+        if captured_copies.immutable(val):
+            # The same device array at every call: the sizing memo finds it unchanged
+            # without comparing.
+            kept = be.kept_upload(val, val.dtype)
+            self.kept_uploads[id(kept)] = kept
+            return kept
+        return be.to_host(val)
+
+    def _immutable(self, array):
+        return captured_copies.immutable(array) or self.kept_uploads.get(id(array)) is array
 
     def _count(self, plan, env, n):
         kernel = plan.counting.kernel
@@ -447,6 +460,8 @@ class Execution:
         kept = self.lasting.get(id(val))
         if kept is None:
             return self.backend.upload(val, dtype)
+        if captured_copies.immutable(val):
+            return self.backend.kept_upload(val, dtype).reshape(-1)
         copies = kept[1]
         dtype = np.dtype(dtype)
         if dtype not in copies:

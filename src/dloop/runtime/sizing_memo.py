@@ -92,7 +92,9 @@ def lookup(plan, key, values, all_equal):
     return memo.caps, memo.order, memo.layouts
 
 
-def store(plan, key, values, caps, order, layouts, xp):
+def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies.immutable):
+    """immutable(array): whether an input is never written (a trace's kept copy of a
+    captured array, or its kept device copy): the memo keeps it instead of a copy."""
     # Each array once: a capacity may be an input itself, a layout's cap the capacities.
     kept = [*values, *caps.values(), order] + [
         a for lay in layouts.values() for a in (lay.cap, lay.start)]
@@ -105,7 +107,7 @@ def store(plan, key, values, caps, order, layouts, xp):
     # The capacities may be the caller's own trip-count array (capacity._bounds_as_is),
     # which the caller may change in place after this call: keep the memo's copy instead.
     # (A guess's trips are a host array: its copy stays one, and is compared on the host.)
-    copies = [v if captured_copies.immutable(v) else v.copy() if isinstance(v, np.ndarray)
+    copies = [v if immutable(v) else v.copy() if isinstance(v, np.ndarray)
               else xp.array(v, copy=True) for v in values]
     own = {id(v): c for v, c in zip(values, copies)}
     caps = {k: own.get(id(c), c) for k, c in caps.items()}

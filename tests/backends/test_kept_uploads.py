@@ -1,0 +1,79 @@
+"""Backend.kept_upload: a device copy of an immutable host array (a trace's kept copy of a
+captured array) is made once and found again at later calls, per dtype, while the host array
+lives; host backends hand the host array itself back."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import dloop as dl
+from dloop.backends import base
+from dloop.backends.base import available, get_backend
+from dloop.trace import captured_copies
+
+
+@pytest.fixture(params=["vulkan", "cuda"])
+def device(request):
+    """The backends with memory of their own (the host ones keep nothing: the last test)."""
+    ok, why = available(request.param)
+    if not ok:
+        pytest.skip(why)
+    previous = dl.config.backend
+    dl.config.update("backend", request.param)
+    yield get_backend(request.param)
+    dl.config.update("backend", previous)
+
+
+def _immutable(values):
+    values = np.ascontiguousarray(values)
+    values.flags.writeable = False
+    return values
+
+
+def test_a_device_copy_is_made_once_per_host_array_and_dtype(device):
+    be = device
+    host = _immutable(np.arange(12, dtype=np.int64).reshape(3, 4))
+    first = be.kept_upload(host, np.int64)
+    assert be.kept_upload(host, np.int64) is first and first.shape == (3, 4)
+    np.testing.assert_array_equal(be.to_numpy(first), host)
+    other = be.kept_upload(host, np.float32)
+    assert other is not first and other.dtype == np.float32
+    np.testing.assert_array_equal(be.to_numpy(other), host.astype(np.float32))
+    twin = _immutable(host.copy())                      # equal values, another array
+    assert be.kept_upload(twin, np.int64) is not first
+
+
+def test_device_copies_are_forgotten_with_their_host_array_and_bounded(device, monkeypatch):
+    be = device
+    host = _immutable(np.ones(64))
+    be.kept_upload(host, np.float64)
+    key = id(host)
+    del host
+    gc.collect()
+    be.kept_upload(_immutable(np.zeros(64)), np.float64)    # drops the dead ones on its way
+    assert key not in be._kept_uploads or be._kept_uploads[key][0]() is not None
+    monkeypatch.setattr(base, "KEPT_UPLOAD_BYTES", 2 * 64 * 8)
+    hosts = [_immutable(np.full(64, float(k))) for k in range(3)]
+    copies = [be.kept_upload(h, np.float64) for h in hosts]
+    assert be.kept_upload(hosts[2], np.float64) is copies[2]
+    assert be.kept_upload(hosts[1], np.float64) is copies[1]
+    assert be.kept_upload(hosts[0], np.float64) is not copies[0]   # the oldest, given up
+
+
+def test_a_captured_array_changed_in_place_reaches_the_device(device):
+    """The kept device copy belongs to the kept host copy: a change in place makes new ones
+    (d/dx sum(x * w) = w)."""
+    w = np.full(captured_copies.MIN_BYTES // 8 + 1, 2.0)
+    x = np.ones_like(w)
+    grad = dl.grad(lambda x: dl.fori_loop(0, 2, lambda i, v: v * w, x).sum())
+    np.testing.assert_array_equal(grad(x), w * w)
+    np.testing.assert_array_equal(grad(x), w * w)
+    w[::3] = 0.5
+    np.testing.assert_array_equal(grad(x), w * w)
+
+
+def test_host_backends_hand_the_host_array_back():
+    be = get_backend("cpu")
+    host = _immutable(np.arange(5.0))
+    assert be.kept_upload(host, np.float64) is host
