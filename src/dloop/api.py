@@ -2,7 +2,9 @@
 
 import collections
 import functools
+import os
 import threading
+import weakref
 
 import array_api_compat
 import numpy as np
@@ -138,6 +140,7 @@ class _Traces:
     def __init__(self):
         self.entries = collections.OrderedDict()
         self.lock = threading.Lock()
+        _ALL_TRACES.add(self)
 
     def prepared(self, fn, args, where):
         """(graph, consts, arrays, out_td, library, kept): `kept` is the signature's record,
@@ -171,6 +174,21 @@ def _prepared(fn, args, where, traces):
 _PROGRAMS = collections.OrderedDict()     # canonical trace text -> (executable, constant vars)
 _PROGRAM_CACHE_SIZE = 256
 _PROGRAMS_LOCK = threading.Lock()
+_ALL_TRACES = weakref.WeakSet()           # every _Traces, for _locks_after_fork
+
+
+def _locks_after_fork():
+    """A lock that another thread of the parent held at the fork (storing a program it had
+    just compiled, say) stays held in the child, whose next call would wait for it forever:
+    the child starts with fresh ones. Each guards single dict operations, so what it guards
+    is whole."""
+    global _PROGRAMS_LOCK
+    _PROGRAMS_LOCK = threading.Lock()
+    for traces in list(_ALL_TRACES):
+        traces.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_locks_after_fork)
 
 
 def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=None):

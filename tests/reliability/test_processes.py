@@ -180,3 +180,54 @@ def test_exit_while_a_daemon_thread_computes():
             threading.Thread(target=forever, daemon=True).start()
             time.sleep(0.05)
         """)
+
+
+@pytest.mark.parametrize("lock", ["api._PROGRAMS_LOCK", "base._instances_lock",
+                                  "base.get_backend('cpu')._heaps_lock", "traces.lock"])
+def test_fork_while_another_thread_holds_a_lock_of_dloops(lock):
+    """A fork that lands while another thread is inside one of dloop's short critical
+    sections (storing a program it just compiled, making a heap) left that lock held in the
+    child, whose next call waited for it forever."""
+    out = run_script(f"""
+        import threading, time
+        from dloop import api
+        from dloop.backends import base
+        x = np.linspace(0.5, 1.5, 600)
+
+        def loss(x):
+            return (dl.fori_loop(0, 20, lambda i, v: v * 0.5 + x, x) ** 2).sum()
+
+        once = dl.grad(loss, retrace=False)
+        expected = once(x).tobytes()
+        traces = next(iter(api._ALL_TRACES))
+        held, release = threading.Event(), threading.Event()
+
+        def hold(lock):
+            with lock:
+                held.set()
+                release.wait()
+        threading.Thread(target=hold, args=({lock},), daemon=True).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            got = []                   # a new thread: a heap of its own is made
+            thread = threading.Thread(target=lambda: got.append(dl.grad(loss)(x).tobytes()))
+            thread.start()
+            thread.join()
+            same = got == [expected] and once(x).tobytes() == expected and \\
+                dl.grad(lambda x: loss(x) * 2.0)(x).tobytes() != expected
+            os._exit(0 if same else 3)
+        release.set()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print("child", os.waitstatus_to_exitcode(status))
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print("child hung")
+    """)
+    assert "child 0" in out, out

@@ -22,6 +22,7 @@ Backend subclass: build, load, memory, launch). Everything else a backend needs 
 
 import ctypes
 import importlib
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -111,6 +112,18 @@ def available(name):
         return False, f"backend {name!r} cannot load its native library: {e}"
     probe = getattr(cls, "probe", None)
     return probe() if probe else (True, "")
+
+
+def _locks_after_fork():
+    """Locks another parent thread held at the fork stay held in the child: fresh ones
+    (the backends' own, for their pools and devices, are theirs to replace)."""
+    global _instances_lock
+    _instances_lock = threading.Lock()
+    for backend in list(_instances.values()):
+        backend._heaps_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_locks_after_fork)
 
 
 def get_backend(name):
