@@ -3,6 +3,7 @@ captured array) is made once and found again at later calls, per dtype, while th
 lives; host backends hand the host array itself back."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -51,14 +52,47 @@ def test_device_copies_are_forgotten_with_their_host_array_and_bounded(device, m
     key = id(host)
     del host
     gc.collect()
-    be.kept_upload(_immutable(np.zeros(64)), np.float64)    # drops the dead ones on its way
-    assert key not in be._kept_uploads or be._kept_uploads[key][0]() is not None
+    assert key not in be._kept_uploads
     monkeypatch.setattr(base, "KEPT_UPLOAD_BYTES", 2 * 64 * 8)
     hosts = [_immutable(np.full(64, float(k))) for k in range(3)]
     copies = [be.kept_upload(h, np.float64) for h in hosts]
     assert be.kept_upload(hosts[2], np.float64) is copies[2]
     assert be.kept_upload(hosts[1], np.float64) is copies[1]
     assert be.kept_upload(hosts[0], np.float64) is not copies[0]   # the oldest, given up
+
+
+def test_copies_of_freed_host_arrays_take_no_room_from_live_ones(device, monkeypatch):
+    """Room for two copies: a dead host array's copy, forgotten on the way, must not count
+    against the live ones (the older live copy was given up too)."""
+    be = device
+    monkeypatch.setattr(base, "KEPT_UPLOAD_BYTES", 2 * 64 * 8)
+    live, new = _immutable(np.ones(64)), _immutable(np.zeros(64))
+    first = be.kept_upload(live, np.float64)
+    gone = _immutable(np.full(64, 2.0))
+    dead = weakref.ref(gone)
+    del gone
+    # A freed array's entry that its weakref callback could not forget (the lock was held)
+    be._kept_uploads[-1] = (dead, {np.dtype(np.float64): be.upload(np.ones(64), np.float64)})
+    be.kept_upload(new, np.float64)
+    assert be.kept_upload(live, np.float64) is first and -1 not in be._kept_uploads
+
+
+def test_a_host_array_that_takes_over_a_freed_ones_id_is_the_most_recently_used(device,
+                                                                               monkeypatch):
+    """A new host array may get the id of a freed one whose entry is still there (not yet
+    forgotten): its copy is the newest, not one in the freed entry's old place."""
+    be = device
+    monkeypatch.setattr(base, "KEPT_UPLOAD_BYTES", 2 * 64 * 8)
+    taker, older = _immutable(np.full(64, 2.0)), _immutable(np.full(64, 1.0))
+    gone = _immutable(np.zeros(64))
+    dead = weakref.ref(gone)
+    del gone
+    be.kept_upload(older, np.float64)
+    be._kept_uploads[id(taker)] = (dead, {})          # the freed array's entry, the oldest
+    be._kept_uploads.move_to_end(id(taker), last=False)
+    copy = be.kept_upload(taker, np.float64)
+    be.kept_upload(_immutable(np.full(64, 3.0)), np.float64)    # one of two must go: older
+    assert be.kept_upload(taker, np.float64) is copy
 
 
 def test_a_captured_array_changed_in_place_reaches_the_device(device):

@@ -370,17 +370,38 @@ class Backend:
         if copy.nbytes > KEPT_UPLOAD_BYTES:
             return copy
         with self._kept_lock:
-            entry = self._kept_uploads.get(key)
+            # Popped and put back: an entry whose id a new host array took over would keep
+            # its old place otherwise, and be given up first although just used.
+            entry = self._kept_uploads.pop(key, None)
             if entry is None or entry[0]() is not host:
-                entry = self._kept_uploads[key] = (weakref.ref(host), {})
+                entry = (weakref.ref(host, self._forget_kept(key)), {})
             entry[1][dtype] = copy
+            self._kept_uploads[key] = entry
             total = 0
             for key in reversed(list(self._kept_uploads)):       # newest first
                 ref, copies = self._kept_uploads[key]
+                if ref() is None:          # its host array is gone: it takes no room
+                    del self._kept_uploads[key]
+                    continue
                 total += sum(c.nbytes for c in copies.values())
-                if ref() is None or total > KEPT_UPLOAD_BYTES:
+                if total > KEPT_UPLOAD_BYTES:
                     del self._kept_uploads[key]
         return copy
+
+    def _forget_kept(self, key):
+        """A weakref callback: the device copies of a freed host array go with it, where
+        the lock is free. Garbage collection may run it anywhere, inside kept_upload's
+        locked code too, where waiting for the lock would deadlock: then the next
+        kept_upload forgets them."""
+        def forget(ref):
+            if self._kept_lock.acquire(blocking=False):
+                try:
+                    entry = self._kept_uploads.get(key)
+                    if entry is not None and entry[0] is ref:
+                        del self._kept_uploads[key]
+                finally:
+                    self._kept_lock.release()
+        return forget
 
 
 class HostMemory:

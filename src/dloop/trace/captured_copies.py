@@ -82,7 +82,7 @@ def _same_bits(array, kept):
 
 def _keep(key, array, kept):
     try:
-        ref = weakref.ref(array, lambda _, key=key: _freed.append(key))
+        ref = weakref.ref(array, lambda _, key=key: _forget(key))
     except TypeError:
         return
     with _lock:
@@ -99,9 +99,20 @@ def _keep(key, array, kept):
             total -= dropped.nbytes
 
 
+def _forget(key):
+    """A weakref callback: an original freed, its copy goes with it where the lock is free.
+    Garbage collection may run it anywhere, inside this module's locked code too, where
+    waiting for the lock would deadlock: then the next copy_of forgets it."""
+    _freed.append(key)
+    if _lock.acquire(blocking=False):
+        try:
+            _drop_freed()
+        finally:
+            _lock.release()
+
+
 def _drop_freed():
-    """Under _lock: forget the copies of originals freed since. (A weakref callback only
-    notes the id: garbage collection may run it inside this module's locked code.)"""
+    """Under _lock: forget the copies of originals freed since."""
     while _freed:
         key = _freed.pop()
         entry = _kept.get(key)
