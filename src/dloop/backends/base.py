@@ -378,14 +378,14 @@ class Backend:
             entry[1][dtype] = copy
             self._kept_uploads[key] = entry
             total = 0
-            for key in reversed(list(self._kept_uploads)):       # newest first
-                ref, copies = self._kept_uploads[key]
+            for older in reversed(list(self._kept_uploads)):       # newest first
+                ref, copies = self._kept_uploads[older]
                 if ref() is None:          # its host array is gone: it takes no room
-                    del self._kept_uploads[key]
+                    del self._kept_uploads[older]
                     continue
                 total += sum(c.nbytes for c in copies.values())
                 if total > KEPT_UPLOAD_BYTES:
-                    del self._kept_uploads[key]
+                    del self._kept_uploads[older]
         return copy
 
     def _forget_kept(self, key):
