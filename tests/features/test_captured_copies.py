@@ -85,3 +85,17 @@ def test_small_and_strided_arrays_are_copied_every_time():
     strided = np.ones(2 * N)[::2]
     assert captured_copies.copy_of(small) is None
     assert captured_copies.copy_of(strided) is None
+
+
+def test_threads_tracing_with_one_large_captured_array():
+    """Threads that capture the same array share its kept copy (or make their own while
+    another is made): every gradient is that of the array's values."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(1)
+    trips = rng.integers(0, 6, N)
+    x = rng.uniform(0.5, 1.5, N)
+    grad = dl.grad(_loss(trips, 0.5))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: grad(x), range(12)))
+    for g in results:
+        np.testing.assert_array_equal(g, 0.5 ** trips)
