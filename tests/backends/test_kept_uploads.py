@@ -111,3 +111,27 @@ def test_host_backends_hand_the_host_array_back():
     be = get_backend("cpu")
     host = _immutable(np.arange(5.0))
     assert be.kept_upload(host, np.float64) is host
+
+
+def test_a_layout_made_on_the_host_crosses_to_the_device_once(device, monkeypatch):
+    """Equal trip counts: no element order, so the layout's starts are made on the host
+    (on Vulkan; on cuda, on the device); the sizing memo keeps them, and their device copy
+    is kept too. A change of the trip counts lays out anew (d/dx sum(x 0.5^n) = 0.5^n)."""
+    n = (1 << 16) + 100                      # trips under 1 MiB: copied by each trace
+    trips = np.full(n, 3)
+    x = np.ones(n)
+    grad = dl.grad(lambda x: dl.fori_loop(0, trips, lambda i, v: v * 0.5, x).sum())
+    for _ in range(2):            # laid out, then the memo's arrays copied to the device
+        np.testing.assert_array_equal(grad(x), 0.5 ** trips)
+    uploads = []
+    upload = device.upload
+    monkeypatch.setattr(device, "upload", lambda a, dtype: isinstance(a, np.ndarray) and
+                        uploads.append((np.dtype(dtype), a.size)) or upload(a, dtype))
+    for _ in range(2):
+        np.testing.assert_array_equal(grad(x), 0.5 ** trips)
+    # At each call only the trace's copy of the trip counts, for the kernel: the sizing
+    # memo's copy of them (the capacities) and the layout's starts are on the device.
+    assert uploads.count((np.dtype(np.int64), n)) == 2, uploads
+    trips[::5] = 5
+    np.testing.assert_array_equal(grad(x), 0.5 ** trips)
+    np.testing.assert_array_equal(grad(x), 0.5 ** trips)

@@ -454,14 +454,15 @@ class Execution:
         return {loop_id: counts[k].copy() for k, loop_id in enumerate(kernel.counters)}
 
     def _upload(self, val, dtype):
-        """val on the device as dtype: for a lasting value (_run), the copy made for an
-        earlier kernel of this run, so a forward and a reverse kernel reading x share one
-        transfer to a GPU."""
+        """val on the device as dtype: for an immutable host array (a kept captured copy, a
+        layout the sizing memo keeps), the copy an earlier call made (Backend.kept_upload);
+        for a lasting value (_run), the copy made for an earlier kernel of this run, so a
+        forward and a reverse kernel reading x share one transfer to a GPU."""
+        if captured_copies.immutable(val):
+            return self.backend.kept_upload(val, dtype).reshape(-1)
         kept = self.lasting.get(id(val))
         if kept is None:
             return self.backend.upload(val, dtype)
-        if captured_copies.immutable(val):
-            return self.backend.kept_upload(val, dtype).reshape(-1)
         copies = kept[1]
         dtype = np.dtype(dtype)
         if dtype not in copies:

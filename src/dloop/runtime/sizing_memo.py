@@ -113,6 +113,13 @@ def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies
     caps = {k: own.get(id(c), c) for k, c in caps.items()}
     layouts = {k: LoopLayout(own.get(id(lay.cap), lay.cap), lay.start, lay.regions)
                for k, lay in layouts.items()}
+    # What the memo made or keeps of the host's sizing (its copies of the inputs, a layout
+    # made on the host where no element order was computed on the device) is its own from
+    # here on, never written: GPU backends then keep the device copies too, instead of
+    # copying capacities and starts (8 bytes an element each) to the device at every call.
+    for array in [*copies, *(lay.start for lay in layouts.values())]:
+        if isinstance(array, np.ndarray) and not captured_copies.immutable(array):
+            captured_copies.freeze(array)
     plan.sizing_memo = _Memo(key, copies, caps, order, layouts)
     with _lock:
         _drop_freed()

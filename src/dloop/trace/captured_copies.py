@@ -11,7 +11,11 @@ A kept copy is read-only (no kernel writes a constant, and the flag makes sure),
 traces that share it, and the sizing memo that keeps it instead of a copy of its own, may
 hold it as long as they like. MAX_BYTES bounds what is kept for later traces (the least
 recently used given up first); arrays under MIN_BYTES are copied every time, which costs
-less than comparing them."""
+less than comparing them.
+
+immutable() knows these copies, and the host arrays that freeze() was given: what the
+sizing memo keeps of a layout. GPU backends keep the device copy of every array it knows
+(Backend.kept_upload)."""
 
 import os
 import threading
@@ -68,11 +72,21 @@ def copy_of(array):
 
 
 def immutable(array):
-    """Whether `array` is a copy this module made (read-only, never written): whoever would
-    copy it to keep its values may keep it as it is."""
-    with _lock:
-        ref = _copy_ids.get(id(array))
+    """Whether `array` is a copy this module made, or one given to freeze() (read-only,
+    never written): whoever would copy it to keep its values may keep it as it is. (No
+    lock: one dict read, and the weakref says whether its entry is this array's.)"""
+    ref = _copy_ids.get(id(array))
     return ref is not None and ref() is array
+
+
+def freeze(array):
+    """Make a host array that dloop owns and will not write again (a layout the sizing memo
+    keeps) read-only and known to immutable()."""
+    array.flags.writeable = False
+    key = id(array)
+    ref = weakref.ref(array, lambda _, key=key: _forget_frozen(key))
+    with _lock:
+        _copy_ids[key] = ref
 
 
 def _same_bits(array, kept):
@@ -107,6 +121,18 @@ def _forget(key):
     if _lock.acquire(blocking=False):
         try:
             _drop_freed()
+        finally:
+            _lock.release()
+
+
+def _forget_frozen(key):
+    """A weakref callback for a frozen array, as _forget: where the lock is busy, the entry
+    stays, dead (immutable() reads it as absent), until the key is used again."""
+    if _lock.acquire(blocking=False):
+        try:
+            ref = _copy_ids.get(key)
+            if ref is not None and ref() is None:
+                del _copy_ids[key]
         finally:
             _lock.release()
 
