@@ -10,20 +10,19 @@ import pytest
 
 import dloop as dl
 from dloop.backends import base
-from dloop.backends.base import available, get_backend
+from dloop.backends.base import get_backend
 from dloop.trace import captured_copies
 
 
-@pytest.fixture(params=["vulkan", "cuda"])
-def device(request):
-    """The backends with memory of their own (the host ones keep nothing: the last test)."""
-    ok, why = available(request.param)
-    if not ok:
-        pytest.skip(why)
-    previous = dl.config.backend
-    dl.config.update("backend", request.param)
-    yield get_backend(request.param)
-    dl.config.update("backend", previous)
+@pytest.fixture
+def device(backend):
+    """The backend, where it has memory of its own (the host ones keep nothing: the last
+    test); conftest's `backend` fixture, narrowed to those by `on_devices`."""
+    return get_backend(backend)
+
+
+# The backends with memory of their own, through conftest's `backend` fixture.
+on_devices = pytest.mark.parametrize("backend", ["vulkan", "cuda"], indirect=True)
 
 
 def _immutable(values):
@@ -32,6 +31,7 @@ def _immutable(values):
     return values
 
 
+@on_devices
 def test_a_device_copy_is_made_once_per_host_array_and_dtype(device):
     be = device
     host = _immutable(np.arange(12, dtype=np.int64).reshape(3, 4))
@@ -45,6 +45,7 @@ def test_a_device_copy_is_made_once_per_host_array_and_dtype(device):
     assert be.kept_upload(twin, np.int64) is not first
 
 
+@on_devices
 def test_device_copies_are_forgotten_with_their_host_array_and_bounded(device, monkeypatch):
     be = device
     host = _immutable(np.ones(64))
@@ -61,6 +62,7 @@ def test_device_copies_are_forgotten_with_their_host_array_and_bounded(device, m
     assert be.kept_upload(hosts[0], np.float64) is not copies[0]   # the oldest, given up
 
 
+@on_devices
 def test_copies_of_freed_host_arrays_take_no_room_from_live_ones(device, monkeypatch):
     """Room for two copies: a dead host array's copy, forgotten on the way, must not count
     against the live ones (the older live copy was given up too)."""
@@ -77,6 +79,7 @@ def test_copies_of_freed_host_arrays_take_no_room_from_live_ones(device, monkeyp
     assert be.kept_upload(live, np.float64) is first and -1 not in be._kept_uploads
 
 
+@on_devices
 def test_a_host_array_that_takes_over_a_freed_ones_id_is_the_most_recently_used(device,
                                                                                monkeypatch):
     """A new host array may get the id of a freed one whose entry is still there (not yet
@@ -95,6 +98,7 @@ def test_a_host_array_that_takes_over_a_freed_ones_id_is_the_most_recently_used(
     assert be.kept_upload(taker, np.float64) is copy
 
 
+@on_devices
 def test_a_captured_array_changed_in_place_reaches_the_device(device):
     """The kept device copy belongs to the kept host copy: a change in place makes new ones
     (d/dx sum(x * w) = w)."""
@@ -113,6 +117,7 @@ def test_host_backends_hand_the_host_array_back():
     assert be.kept_upload(host, np.float64) is host
 
 
+@on_devices
 def test_a_layout_made_on_the_host_crosses_to_the_device_once(device, monkeypatch):
     """Equal trip counts: no element order, so the layout's starts are made on the host
     (on Vulkan; on cuda, on the device); the sizing memo keeps them, and their device copy
