@@ -1,6 +1,9 @@
 """A fixed mix of grad / vjp / jit calls of different shapes on the CPU backend, shared by
 the thread, fork and spawn tests (a spawned process imports it by name)."""
 
+import os
+import time
+
 import numpy as np
 
 import dloop as dl
@@ -52,3 +55,17 @@ CALLS = 24
 
 def references():
     return [run(k) for k in range(CALLS)]
+
+
+def wait_child(pid, seconds):
+    """A forked child's exit code, or None where it has not ended within `seconds` (a hang,
+    what the fork tests look for): then it is killed."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return None

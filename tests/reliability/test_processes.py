@@ -143,19 +143,12 @@ def test_fork_while_another_thread_compiles():
             if pid == 0:
                 os.write(write, dl.grad(loss(c))(x).tobytes())
                 os._exit(0)
-            deadline = time.time() + 30
-            while time.time() < deadline:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    got = os.read(read, 1 << 20)
-                    same = got == dl.grad(loss(c))(x).tobytes()
-                    print("child", os.waitstatus_to_exitcode(status), "same", same)
-                    break
-                time.sleep(0.05)
-            else:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
+            code = workload.wait_child(pid, 30)
+            if code is None:
                 print("child hung")
+            else:
+                same = os.read(read, 1 << 20) == dl.grad(loss(c))(x).tobytes()
+                print("child", code, "same", same)
         stop.append(True)
     """)
     assert out.count("child 0 same True") == 6, out
@@ -218,16 +211,7 @@ def test_fork_while_another_thread_holds_a_lock_of_dloops(lock):
                 dl.grad(lambda x: loss(x) * 2.0)(x).tobytes() != expected
             os._exit(0 if same else 3)
         release.set()
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                print("child", os.waitstatus_to_exitcode(status))
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            print("child hung")
+        code = workload.wait_child(pid, 60)
+        print("child hung" if code is None else f"child {{code}}")
     """)
     assert "child 0" in out, out
