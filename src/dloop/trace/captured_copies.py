@@ -58,7 +58,7 @@ def copy_of(array):
     if entry is not None:
         ref, kept = entry
         if ref() is array and kept.shape == array.shape and kept.dtype == array.dtype and \
-                _same_bits(array, kept):
+                same_bits(array, kept):
             with _lock:
                 if key in _kept:
                     _kept.move_to_end(key)
@@ -89,9 +89,11 @@ def freeze(array):
         _copy_ids[key] = ref
 
 
-def _same_bits(array, kept):
+def same_bits(array, other):
+    """Whether two NumPy arrays of one shape and dtype (of 1, 2, 4 or 8 bytes an item) hold
+    the same bits, compared as unsigned integers, in one part per thread."""
     bits = np.dtype(f"u{array.dtype.itemsize}")
-    return parallel.equal(array.reshape(-1).view(bits), kept.reshape(-1).view(bits))
+    return parallel.equal(array.view(bits), other.view(bits))
 
 
 def _keep(key, array, kept):
