@@ -3,13 +3,14 @@ dtype, log-uniform over the whole range plus each function's interesting region 
 special values; the bound per function is the documented one (docs/math.md)."""
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from opkernels import assert_same_bits, op_kernel, run
 
 from dloop.backends.base import available, get_backend
-from dloop.kernel import kir, mathlib32
+from dloop.kernel import kir, mathlib, mathlib32
 from dloop.kernel.legalize import legalize
 
 N = 10 ** 6
@@ -68,6 +69,24 @@ def _special(dtype):
         return np.concatenate([v, -v]).astype(dtype)
 
 
+def _near_multiples_of_pio2():
+    """Where an argument reduction loses most: the floats nearest k pi/2 and their
+    neighbours (x - k pi/2 down to 2^-61 of x), and floats k 2^-25 to k 2^-23 from k pi/2;
+    for k from 1 to 2^27 (both Cody-Waite reductions)."""
+    pio2 = sum(map(Fraction, mathlib.PIO2_PARTS))
+    ks = list(range(1, 65)) + [2 ** j + d for j in range(7, 28) for d in (-1, 0, 1)] + \
+        [666_000, 667_544, 3_141_592, 98_765_432]
+    out = []
+    for k in ks:
+        near = float(k * pio2)                 # rounded once: the float nearest k pi/2
+        out += [near, np.nextafter(near, 0.0), np.nextafter(near, np.inf),
+                np.nextafter(np.nextafter(near, 0.0), 0.0)]
+        out += [float(k * pio2 + sign * k * Fraction(2) ** -24 * f)
+                for sign in (-1, 1) for f in (Fraction(1, 2), 1, 2)]
+    out = np.array(out)
+    return np.concatenate([out, -out])
+
+
 def _points(op, dtype, rng, n=N):
     f = np.finfo(dtype)
     lo, hi = np.log2(f.smallest_subnormal), np.log2(f.max)
@@ -85,8 +104,9 @@ def _points(op, dtype, rng, n=N):
     else:
         scale = {"float64": 800.0, "float32": 105.0}[np.dtype(dtype).name]
         local = sign * np.minimum(2.0 ** rng.uniform(-60, np.log2(scale), n), scale)
+    hard = _near_multiples_of_pio2() if op in ("sin", "cos", "tan") else []
     with np.errstate(over="ignore"):
-        x = np.concatenate([_special(dtype), full[: n // 4], local]).astype(dtype)
+        x = np.concatenate([_special(dtype), hard, full[: n // 4], local]).astype(dtype)
     return x[:n]
 
 
