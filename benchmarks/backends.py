@@ -3,13 +3,13 @@ one element in 100 at 1000) on every dloop backend available here, and on the CP
 1, 2, 4, ... threads, in one run.
 
     python benchmarks/backends.py [--n 1000000] [--threads 1,2,4,8,16] [--repeats 5]
-                                  [--backends cpu,cuda,cuda-host,vulkan] [--skewed]
+                                  [--backends cpu,cuda,cuda-host,vulkan,vulkan-host] [--skewed]
 
 Prints milliseconds per gradient (median after a warm-up call, device synchronised inside the
 timed call) and each backend's largest relative difference from the first backend's
-gradient. `cuda` gets CuPy arrays; `cuda-host` is the cuda backend given NumPy arrays, so
-its time includes their copies to the GPU and the gradient's back, as Vulkan's always does
-(Vulkan has no array library whose arrays stay on the device)."""
+gradient. `cuda` gets CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the
+device; `cuda-host` and `vulkan-host` are those backends given NumPy arrays, so their times
+include the copies of x and of the trip counts' check to the GPU and the gradient's back."""
 
 import argparse
 import os
@@ -42,12 +42,15 @@ def timed(fn, repeats, sync):
 
 
 def on_backend(name, x, n, repeats):
-    dl.config.update("backend", "cuda" if name == "cuda-host" else name)
+    dl.config.update("backend", name.removesuffix("-host"))
     sync, to_numpy = (lambda: None), np.asarray
     if name == "cuda":
         import cupy
         x, n = cupy.asarray(x), cupy.asarray(n)
         sync, to_numpy = cupy.cuda.get_current_stream().synchronize, cupy.asnumpy
+    if name == "vulkan":            # (a call on them returns once the device is done)
+        import dloop.vulkan
+        x, n = dloop.vulkan.asarray(x), dloop.vulkan.asarray(n)
     g, seconds = timed(lambda: gradient(n)(x), repeats, sync)
     return to_numpy(g), seconds
 
@@ -58,7 +61,7 @@ def main():
     parser.add_argument("--threads", default=",".join(
         str(t) for t in (1, 2, 4, 8, 16, 32) if t <= (os.cpu_count() or 1)))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--backends", default="cpu,cpu-scalar,cuda,cuda-host,vulkan")
+    parser.add_argument("--backends", default="cpu,cpu-scalar,cuda,cuda-host,vulkan,vulkan-host")
     parser.add_argument("--skewed", action="store_true")
     args = parser.parse_args()
     size = int(args.n)
@@ -73,7 +76,7 @@ def main():
     for dtype in (np.float64, np.float32):
         x = rng.random(size).astype(dtype)
         for name in args.backends.split(","):
-            row = "cuda" if name == "cuda-host" else name
+            row = name.removesuffix("-host")
             ok, why = available(row) if row in TABLE else (False, "not in this version")
             if not ok:
                 print(f"  {np.dtype(dtype).name:8} {name:11} skipped: {why}")

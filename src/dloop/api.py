@@ -30,12 +30,13 @@ from .trace.tracer import Builder, Tracer, is_tracing, refuse_subclass
 _last_backend = [None]
 
 
-def _as_input(x, path, where, device=True):
-    """device: whether arrays on a GPU may stay there (the call runs on the cuda backend)."""
+def _as_input(x, path, where, backend=None):
+    """backend: the call's backend name, where device arrays on it stay there (None: every
+    array to NumPy)."""
     if isinstance(x, (bool, int, float, complex, np.generic, np.ndarray)) or \
-            array_api_compat.is_array_api_obj(x):
+            array_api_compat.is_array_api_obj(x) or libraries.is_vulkan_array(x):
         refuse_subclass(x, path)
-        return _supported(libraries.to_input(x, device, where), path, where)
+        return _supported(libraries.to_input(x, backend, where), path, where)
     raise DloopTypeError(f"{path} is a {type(x).__name__}, not an array or number", where)
 
 
@@ -100,14 +101,13 @@ def _inputs(args, where):
     leaves, treedef = pytree.flatten(list(args))
     library = _Library(leaves, where)
     paths = pytree.leaf_paths(treedef, "args")
-    on_device = library.backend == "cuda"
-    return treedef, library, [_as_input(x, p, where, on_device) for x, p in zip(leaves, paths)]
+    return treedef, library, [_as_input(x, p, where, library.backend)
+                              for x, p in zip(leaves, paths)]
 
 
 def _trace_inputs(fn, treedef, library, arrays, where):
-    on_device = library.backend == "cuda"
     with Builder() as b:
-        b.keeps_device_arrays = on_device
+        b.device_backend = library.backend
         tracers = [Tracer(b, b.new_input(Aval(a.shape, a.dtype))) for a in arrays]
         try:
             out = fn(*pytree.unflatten(treedef, tracers))
@@ -197,10 +197,12 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=Non
     usual case in a loop over calls, only retraces, then runs. `kept`: a kept trace's record
     (retrace=False), which holds its program and constants after the first run."""
     backend = _backend(library)
+    # A call on dloop.vulkan arrays leaves its results on the device; others get NumPy's.
+    to_host = library is None or library.name != libraries.VULKAN
     if kept is not None and kind in kept:
         program, values = kept[kind]
-        return _unkept(Execution(backend).run(program, args, consts=values, to_host=True),
-                       values, backend)
+        return _unkept(Execution(backend).run(program, args, consts=values, to_host=to_host),
+                       values)
     text, order = canonical_text(graph, consts)
     key = (kind, backend.name, text)
     with _PROGRAMS_LOCK:
@@ -220,19 +222,19 @@ def _run(graph, consts, args, transform=None, kind="jit", library=None, kept=Non
                 _PROGRAMS.popitem(last=False)
     program, cached_order = entry
     values = {cached: consts[new] for cached, new in zip(cached_order, order)}
-    results = Execution(backend).run(program, args, consts=values, to_host=True)
+    results = Execution(backend).run(program, args, consts=values, to_host=to_host)
     if kept is None:
         return results
     kept[kind] = (program, values)
-    return _unkept(results, values, backend)
+    return _unkept(results, values)
 
 
-def _unkept(results, values, backend):
+def _unkept(results, values):
     """The results, each copied where it is (or is a view of) a kept trace's constant
     (np.zeros(3) returned, or a captured array): later calls return that constant again,
     so the caller's in-place update of this call's result must not reach it."""
     constants = list(values.values())
-    return [_private(r, constants, backend) for r in results]
+    return [_private(r, constants) for r in results]
 
 
 def run_eagerly(thunk, operands):
@@ -397,8 +399,7 @@ def _value_and_grad(fun, argnums, has_aux, name, retrace):
                        kind=("grad", tuple(wrt), dropped), library=library, kept=kept)
         n_out = len(graph.outputs)
         results = results[:n_out - dropped] + _distinct(
-            results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()),
-            _backend(library))
+            results[n_out - dropped:], results[:n_out - dropped] + arrays + list(consts.values()))
         value = pytree.unflatten(out_td, [None] * dropped + results[:n_out - dropped])
         grads, cursor = [], n_out - dropped
         for k in nums:
@@ -476,8 +477,8 @@ def vjp(fun, *primals, has_aux=False):
     # An output (or aux) may be the very buffer a residual is: the caller changing it in
     # place (out += 1, y.add_()) before f_vjp would change the gradient. Hand out copies.
     fwd_out = fwd_out[:n_main] + res_vals + [
-        _private(v, res_vals, backend) for v in fwd_out[n_main + len(residuals):]]
-    out_vals = [_private(v, res_vals, backend) for v in fwd_out[:n_main]]
+        _private(v, res_vals) for v in fwd_out[n_main + len(residuals):]]
+    out_vals = [_private(v, res_vals) for v in fwd_out[:n_main]]
     bwd_program = compile_program(schedule(bwd, consts), backend, once=True)
     out_shapes = [o.aval for o in graph.outputs[:n_main]]
     out = library.out(pytree.unflatten(main_td if has_aux else out_td, out_vals))
@@ -488,10 +489,10 @@ def vjp(fun, *primals, has_aux=False):
         if ct_td != expected:
             raise DloopTypeError(f"the cotangent must have the structure of the function's "
                                  f"output, {expected}; got {ct_td}", user_location())
-        cts = [_cotangent(c, a, user_location(), backend.name == "cuda")
+        cts = [_cotangent(c, a, user_location(), backend.name)
                for c, a in zip(cts, out_shapes)]
         grads = _distinct(Execution(backend, fresh=False, heap=execution.heap).run(
-            bwd_program, res_vals + cts), res_vals + cts, backend)
+            bwd_program, res_vals + cts), res_vals + cts)
         return library.out(tuple(pytree.unflatten(
             positions[k][2], grads[positions[k][0]:positions[k][0] + positions[k][1]])
             for k in range(len(primals))))
@@ -502,7 +503,7 @@ def vjp(fun, *primals, has_aux=False):
     return out, f_vjp
 
 
-def _distinct(grads, others, backend):
+def _distinct(grads, others):
     """The gradients, each its own array: one the program returns twice (the gradients of
     a + b by a and by b) or that is also one of `others` (the value, an argument) is copied,
     since NumPy users update gradients in place (g_a += ... changed g_b too)."""
@@ -510,16 +511,16 @@ def _distinct(grads, others, backend):
     out = []
     for g in grads:
         if id(g) in taken:
-            g = _copy(g, backend)
+            g = _copy(g)
         taken.add(id(g))
         out.append(g)
     return out
 
 
-def _private(value, residuals, backend):
+def _private(value, residuals):
     """value, copied where it may share memory with one of the residuals."""
     if any(_may_share_memory(value, r) for r in residuals):
-        return _copy(value, backend)
+        return _copy(value)
     return value
 
 
@@ -534,12 +535,11 @@ def _may_share_memory(a, b):
     return False
 
 
-def _copy(value, backend):
-    """A copy of a result for the caller. A backend whose arrays never reach the caller
-    (Vulkan's, which have no copy()) copies it to the host, as library.out would."""
-    if backend.host_results and not isinstance(value, np.ndarray):
-        return backend.to_numpy(value)
-    return value.copy()
+def _copy(value):
+    """A copy of a result for the caller. A Vulkan device array is its own: nothing writes
+    a result again (a user holds it as a dloop.vulkan array, which has no way to), and
+    library.out copies one to the host for a NumPy user."""
+    return value if libraries.is_vulkan_array(value) else value.copy()
 
 
 def _snapshot(array):
@@ -548,12 +548,12 @@ def _snapshot(array):
         array
 
 
-def _cotangent(c, aval, where, device=False):
+def _cotangent(c, aval, where, backend=None):
     if not isinstance(c, (bool, int, float, complex, np.generic, np.ndarray)) and \
-            not array_api_compat.is_array_api_obj(c):
+            not array_api_compat.is_array_api_obj(c) and not libraries.is_vulkan_array(c):
         raise DloopTypeError(f"a cotangent must be an array or a number, got "
                              f"{type(c).__name__} {c!r}", where)
-    array = libraries.to_input(c, device, where)
+    array = libraries.to_input(c, backend, where)
     if array.dtype.kind not in ("biufc" if aval.dtype.kind == "c" else "biuf"):
         what = "complex: its imaginary part would be lost on a real output" \
             if array.dtype.kind == "c" else f"of dtype {array.dtype.name}"

@@ -1,6 +1,8 @@
 """The array libraries users arrive with: which one a call's arrays come from, and the
 conversions in (to NumPy, the host format every backend here consumes) and back out, through
-DLPack without copies where the library allows it."""
+DLPack without copies where the library allows it. Device arrays stay on their device where
+the call runs there: CuPy arrays (and CUDA torch tensors) on cuda, dloop.vulkan arrays on
+vulkan."""
 
 import array_api_compat
 import numpy as np
@@ -8,6 +10,7 @@ import numpy as np
 from .errors import DloopNotImplementedError, DloopTypeError
 
 NUMPY = "numpy"
+VULKAN = "dloop.vulkan"
 DTYPES = ("bool", "int32", "int64", "float32", "float64", "complex64",
           "complex128")   # the dtypes dloop computes in (complex: in host steps only)
 
@@ -18,6 +21,8 @@ def library_of(x):
         return None
     if isinstance(x, np.ndarray):
         return NUMPY
+    if is_vulkan_array(x):
+        return VULKAN
     if array_api_compat.is_cupy_array(x):
         return "cupy"
     if array_api_compat.is_torch_array(x):
@@ -48,29 +53,54 @@ def on_cuda(x):
         array_api_compat.is_torch_array(x) and x.device.type == "cuda")
 
 
+def is_vulkan_array(x):
+    """Whether x is a dloop.vulkan array: its type says it is the vulkan backend's own (a
+    class attribute, so that this module needs no import of the backend)."""
+    return getattr(type(x), "dloop_backend", None) == "vulkan"
+
+
+def is_foreign_array(x):
+    """Whether x is an array of a library other than NumPy (one a traced function captured)."""
+    return hasattr(x, "__dlpack__") or is_vulkan_array(x)
+
+
 def default_backend(example):
-    """The backend for a call whose arrays are like `example`: cuda for arrays on a GPU."""
+    """The backend for a call whose arrays are like `example`: cuda for arrays on a CUDA GPU,
+    vulkan for dloop.vulkan arrays."""
+    if is_vulkan_array(example):
+        return "vulkan"
     return "cuda" if example is not None and on_cuda(example) else "cpu"
 
 
-def to_input(x, device, where=None):
-    """x as the runtime takes it: with device=True, arrays on a CUDA device stay there as
-    CuPy arrays (a torch tensor is shared through DLPack, not copied); all else is NumPy."""
-    if device and on_cuda(x):
-        try:
-            import cupy
-        except ImportError:
-            raise DloopNotImplementedError(
-                f"this {type(x).__name__} lives on a CUDA device, and dloop's cuda backend "
-                "needs CuPy: pip install 'dloop[cuda]' (or pass arrays in host memory)",
-                where) from None
-        if array_api_compat.is_torch_array(x):
-            _refuse_grad(x, where)
-        array = x if array_api_compat.is_cupy_array(x) else \
-            cupy.from_dlpack(x.detach().resolve_conj().resolve_neg())
-        _check_device(array.device.id, cupy.cuda.Device().id, where)
-        return array
-    return to_numpy(x, where)
+def stays_on_device(x, backend):
+    """Whether x, an array of a call that runs on `backend` (a name, or None), stays where it
+    is: a CUDA array on cuda, a dloop.vulkan array on vulkan."""
+    return (backend == "vulkan" and is_vulkan_array(x)) or \
+        (backend == "cuda" and on_cuda(x))
+
+
+def to_input(x, backend, where=None):
+    """x as the runtime takes it on `backend` (a backend name, or None): a device array that
+    stays on the device there (stays_on_device) as CuPy (a torch tensor is shared through
+    DLPack, not copied) or as the dloop.vulkan array itself; all else as NumPy."""
+    if not stays_on_device(x, backend):
+        return to_numpy(x, where)
+    if is_vulkan_array(x):
+        x.held = True
+        return x
+    try:
+        import cupy
+    except ImportError:
+        raise DloopNotImplementedError(
+            f"this {type(x).__name__} lives on a CUDA device, and dloop's cuda backend "
+            "needs CuPy: pip install 'dloop[cuda]' (or pass arrays in host memory)",
+            where) from None
+    if array_api_compat.is_torch_array(x):
+        _refuse_grad(x, where)
+    array = x if array_api_compat.is_cupy_array(x) else \
+        cupy.from_dlpack(x.detach().resolve_conj().resolve_neg())
+    _check_device(array.device.id, cupy.cuda.Device().id, where)
+    return array
 
 
 _CUDA_DEVICE = []     # the one device the cuda backend runs on in this process: the first used
@@ -133,8 +163,14 @@ def _torch_from_numpy(array, example):
 
 
 def from_numpy(array, library, example):
-    """`array` (NumPy, or CuPy from the cuda backend) as an array of `library` on the
-    example's device (example: an input array of that library), through DLPack."""
+    """`array` (NumPy, CuPy from the cuda backend, a device array from the vulkan one) as an
+    array of `library` on the example's device (example: an input array of that library),
+    through DLPack."""
+    if library == VULKAN:
+        if is_vulkan_array(array) and array.backend is example.backend:
+            array.held = True
+            return array
+        return example.backend.device_array(to_numpy(array))
     if array_api_compat.is_cupy_array(array):
         if library == "cupy":
             return array

@@ -17,7 +17,8 @@ def _to_array(t):
     that the cuda backend runs it; everything else is NumPy."""
     if torch.is_tensor(t):
         t = t.detach()
-        return libraries.to_input(t, t.is_cuda and config.backend in (None, "cuda"))
+        return libraries.to_input(t, "cuda" if t.is_cuda and config.backend in (None, "cuda")
+                                  else None)
     if not hasattr(t, "__array__") and not hasattr(t, "__dlpack__"):
         # A Python number (or a string, a flag) reaches fn as itself, as it would without
         # the bridge: as a 0-d array, 2.5 made float32 tensors float64, and "double" an array.

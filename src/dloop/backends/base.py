@@ -147,8 +147,9 @@ class Backend:
     # heap_store and heap_load queue behind the launches before them (one CUDA stream), so a
     # collective loop saves and loads its tape without waiting for the step's kernels.
     stream_ordered = False
-    # Its arrays never reach the user (Vulkan's have no array library): a call's results
-    # come back as NumPy arrays, read in the wait that reads its fault flags (Execution.run).
+    # Its arrays reach only users of its own array type (dloop.vulkan): for NumPy users a
+    # call's results come back as NumPy arrays, read in the wait that reads its fault flags
+    # (Execution.run).
     host_results = False
     # The largest launch a step driver runs (runtime/steps.py); None: any.
     max_step_threads = None
@@ -367,8 +368,14 @@ class Backend:
                 if found is not None:
                     return found
         copy = self.upload(host, dtype).reshape(host.shape)
-        if copy.nbytes > KEPT_UPLOAD_BYTES:
-            return copy
+        if copy.nbytes <= KEPT_UPLOAD_BYTES:
+            self.keep_upload(host, copy)
+        return copy
+
+    def keep_upload(self, host, copy):
+        """Keep `copy` (a device array of host's shape) as immutable host's device copy in
+        copy's dtype, for kept_upload to find."""
+        dtype, key = copy.dtype, id(host)
         with self._kept_lock:
             # Popped and put back: an entry whose id a new host array took over would keep
             # its old place otherwise, and be given up first although just used.
@@ -386,7 +393,10 @@ class Backend:
                 total += sum(c.nbytes for c in copies.values())
                 if total > KEPT_UPLOAD_BYTES:
                     del self._kept_uploads[older]
-        return copy
+
+    def host_values(self, x):
+        """x's values for the host to read, not write (sizing reads trip counts)."""
+        return self.to_numpy(x)
 
     def _forget_kept(self, key):
         """A weakref callback: the device copies of a freed host array go with it, where

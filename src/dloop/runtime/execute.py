@@ -432,7 +432,7 @@ class Execution:
         val = val.trips if isinstance(val, TapeHandle) else val
         be = self.backend
         if not be.caps.sizes_on_device:
-            return be.to_numpy(val)
+            return be.host_values(val)
         if captured_copies.immutable(val):
             # The same device array at every call: the sizing memo finds it unchanged
             # without comparing.

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..errors import DloopAttributeError
+from ..libraries import is_foreign_array
 from ..ir import elementwise
 from . import arrays, fft, linalg, ops, special  # noqa: F401  (xp.fft, xp.linalg, xp.special)
 from .dtypes import (__array_namespace_info__, can_cast, finfo, iinfo, isdtype,  # noqa: F401
@@ -93,8 +94,8 @@ def asarray(x, dtype=None, copy=None, device=None):
         # A new object for the same value: an in-place update of the copy must not rebind x.
         x = x.copied() if copy else x
     else:
-        if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
-            x = captured(x, user_location())     # a CUDA table stays on the device
+        if not isinstance(x, np.ndarray) and is_foreign_array(x):
+            x = captured(x, user_location())     # a device table stays on the device
         if not isinstance(x, Tracer):
             x = np.asarray(x, dtype=dtype)
             x = arrays.constant(x)     # 0-d too: updatable, and its value still folds

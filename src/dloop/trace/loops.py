@@ -10,7 +10,7 @@ from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
-from ..libraries import DTYPES
+from ..libraries import DTYPES, is_foreign_array
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
@@ -305,7 +305,7 @@ def _bound(b, name, src):
 def _from_library(x, src):
     """An array of another library (torch, array_api_strict), as NumPy; others unchanged."""
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
-            not hasattr(x, "__dlpack__"):
+            not is_foreign_array(x):
         return x
     return captured(x, src)
 

@@ -7,7 +7,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..errors import DloopNotImplementedError, DloopTypeError, DloopValueError
-from ..libraries import DTYPES
+from ..libraries import DTYPES, is_foreign_array
 from ..ir import prims
 from ..ir.graph import dtype_name
 from ..ir.semantics import evaluate
@@ -28,7 +28,7 @@ def _check_operand(x):
         if type(x) is not np.ndarray and isinstance(x, np.ndarray):
             refuse_subclass(x, "a captured array")
         return x
-    if hasattr(x, "__dlpack__"):                # an array of another library, captured
+    if is_foreign_array(x):                     # an array of another library, captured
         return captured(x, user_location())
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         return np.asarray(x)

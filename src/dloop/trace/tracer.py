@@ -33,10 +33,10 @@ class Builder:
         self.captures = {}        # parent-level Var -> input Var of this builder
         self._captured_from = {}  # the reverse: input Var of this builder -> parent-level Var
         self.consts = {}          # top level only: const Var -> np.ndarray (or device array)
-        # Top level only: the trace runs on the cuda backend, so CUDA arrays the function
-        # captures stay on the device as constants (`captured`) instead of crossing to
-        # the host and back at every call.
-        self.keeps_device_arrays = False
+        # Top level only: the backend the trace runs on, whose device arrays the function
+        # captures stay on the device as constants (`captured`) instead of crossing to the
+        # host and back at every call: CUDA arrays on cuda, dloop.vulkan arrays on vulkan.
+        self.device_backend = None
         self._const_ids = {}
         self._const_keep = []
         self.active = True
@@ -98,7 +98,7 @@ class Builder:
         last values (and vjp's copies of the constants came too late). Being copies, the
         constants are the trace's own: vjp's pullback may read them later as they are."""
         found = self._const_ids.get(id(array))
-        if found is not None and _unchanged(array, found[1]):
+        if found is not None and (found[1] is array or _unchanged(array, found[1])):
             return found[0]
         original = array
         if isinstance(array, np.ndarray) and not array.dtype.isnative:
@@ -187,7 +187,11 @@ def _elementwise_aval(prim, inputs):
 
 def _copy(array):
     """A copy of a captured array; a broadcast one (np.ones_like's constant) stays a
-    broadcast of a copy of the values it reads, which loops/_carry_init recognizes."""
+    broadcast of a copy of the values it reads, which loops/_carry_init recognizes. A
+    dloop.vulkan array is never written: it is its own copy."""
+    from ..libraries import is_vulkan_array
+    if is_vulkan_array(array):
+        return array
     if not isinstance(array, np.ndarray) or not array.size or all(array.strides):
         return array.copy()
     read = array[tuple(slice(0, 1) if s == 0 else slice(None) for s in array.strides)]
@@ -222,14 +226,14 @@ def is_tracing():
 
 def captured(x, where):
     """x, an array of another library that the traced function captured: a tracer of a
-    constant that stays on the device (Builder.keeps_device_arrays) where x is a CUDA array
-    of a dtype dloop computes in and the trace runs on the cuda backend; else its NumPy
-    copy, a host constant."""
-    from ..libraries import DTYPES, on_cuda, to_input, to_numpy
+    constant that stays on the device where x is a device array of the backend the trace
+    runs on (Builder.device_backend: a CUDA array on cuda, a dloop.vulkan array on vulkan)
+    of a dtype dloop computes in; else its NumPy copy, a host constant."""
+    from ..libraries import DTYPES, stays_on_device, to_input, to_numpy
     builder = current_builder()
     root = builder._root() if builder is not None else None
-    if root is not None and root.keeps_device_arrays and on_cuda(x):
-        array = to_input(x, True, where)
+    if root is not None and stays_on_device(x, root.device_backend):
+        array = to_input(x, root.device_backend, where)
         if array.dtype.name in DTYPES:
             return Tracer(builder, builder._lift_var(root.const_var(array), root))
     return to_numpy(x, where)

@@ -2,13 +2,18 @@
 array, or a heap region at an offset). Its dtype is the kernel-IR dtype; `storage` is what
 the device holds: bool as 32-bit integers, int64 as int32 on devices without shaderInt64
 (values that do not fit are refused on upload, never wrapped; values a kernel computes
-there that leave int32 raise a fault, kernel/int32_range.py)."""
+there that leave int32 raise a fault, kernel/int32_range.py).
+
+Users hold them too, as `dloop.vulkan` arrays (dloop/vulkan.py): made by asarray, returned
+by calls on them. Those are `held`: nothing writes them again, and the users' API has no
+way to, so a call may keep one as a constant without copying it, and the host's copy of its
+values, read once for sizing (VulkanBackend.host_values), stays right for its lifetime."""
 
 import math
 
 import numpy as np
 
-from ...errors import DloopValueError
+from ...errors import DloopError, DloopValueError
 from ...source import user_location
 
 
@@ -28,13 +33,15 @@ def slot_bytes(dtype):
 
 
 class DeviceArray:
-    __slots__ = ("backend", "buffer", "offset", "shape", "dtype", "storage")
-
+    __slots__ = ("backend", "buffer", "offset", "shape", "dtype", "storage", "held", "host")
+    dloop_backend = "vulkan"     # what libraries.py knows it by
     def __init__(self, backend, buffer, offset, shape, dtype):
         self.backend, self.buffer, self.offset = backend, buffer, offset
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.storage = storage_dtype(dtype, backend.features.int64)
+        self.held = False        # a user holds it: never written again (module docstring)
+        self.host = None         # a held array's values on the host, once read (read-only)
 
     @property
     def size(self):
@@ -56,12 +63,45 @@ class DeviceArray:
             shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
         return DeviceArray(self.backend, self.buffer, self.offset, shape, self.dtype)
 
+    def astype(self, dtype):
+        """The values as `dtype`, a new array on the device (converted on the host)."""
+        if np.dtype(dtype) == self.dtype:
+            return self
+        return self.backend.device_array(np.asarray(self).astype(dtype))
+
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a dloop.vulkan array lives on the Vulkan device: converting it "
+                             "to NumPy copies it (np.asarray(a), or copy=True)")
         out = self.backend.to_numpy(self)
         return out if dtype is None else out.astype(dtype)
 
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d dloop.vulkan array")
+        return self.shape[0]
+
+    def __float__(self):
+        return float(self.__array__())
+
+    def __int__(self):
+        return int(self.__array__())
+
+    def __bool__(self):
+        return bool(self.__array__())
+
+    def __reduce__(self):
+        # Pickled by value (a process that unpickles it has its own device), re-uploaded
+        # there by dloop.vulkan.asarray.
+        from ...vulkan import asarray
+        return asarray, (self.__array__(),)
+
     def __repr__(self):
-        return f"DeviceArray(shape={self.shape}, dtype={self.dtype.name})"
+        try:
+            values = repr(self.__array__())
+        except DloopError:        # a forked child, say: the device is not reachable here
+            return f"dloop.vulkan array(shape={self.shape}, dtype={self.dtype.name})"
+        return f"dloop.vulkan {values}"
 
 
 def to_storage(x, dtype, int64, device_name):

@@ -470,18 +470,19 @@ class Device:
             vk.vkDestroyBuffer(self.device, handle, None)
             vk.vkFreeMemory(self.device, memory, None)
 
-    def write(self, buf, offset, data):
+    def write(self, buf, offset, data, now=False):
         """Host bytes into buf (which no queued work uses). Into a discrete GPU's mapped
-        memory, the copy is deferred (data kept unchanged meanwhile): it is made before the
-        first submission that uses buf, or while the host waits for the device (wait_all),
-        so that copying a kernel's inputs overlaps the sizing work the device runs first
-        (1 MiB or more: smaller copies take microseconds). The runtime never changes a host
-        array it has uploaded."""
+        memory, the copy is deferred (data kept unchanged meanwhile) unless `now`: it is made
+        before the first submission that uses buf, or while the host waits for the device
+        (wait_all), so that copying a kernel's inputs overlaps the sizing work the device
+        runs first (1 MiB or more: smaller copies take microseconds). The runtime never
+        changes a host array it has uploaded during the call."""
         self._in_its_process()
         data = np.frombuffer(memoryview(data).cast("B"), np.uint8)
         if not data.size:
             return
-        if buf.view is not None and not buf.readable and data.size >= _HEAVY_BYTES:
+        if buf.view is not None and not buf.readable and data.size >= _HEAVY_BYTES and \
+                not now:
             with self.lock:
                 self.deferred.append((buf, offset, data))
             return

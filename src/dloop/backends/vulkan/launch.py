@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError, DloopValueError
 from ...kernel import kir
 from ...source import user_location
+from ...trace import captured_copies
 from ..base import Backend, Caps
 from . import device as vkdevice
 from . import order, sizing
@@ -187,16 +188,40 @@ class VulkanBackend(Backend):
     def zeros(self, shape, dtype):
         return self._array(shape, dtype, True)
 
-    def upload(self, x, dtype):
+    def upload(self, x, dtype, now=False):
+        """now: write at once, not deferred to the next submission (device.write): the
+        caller may change x as soon as this returns."""
         dtype = np.dtype(dtype)
         if isinstance(x, DeviceArray):
-            if x.dtype == dtype:
+            if x.dtype == dtype and x.backend is self:
                 return x.reshape(-1)
-            x = self.to_numpy(x)
+            x = x.backend.to_numpy(x)      # (another device's: through the host)
         data = to_storage(np.asarray(x), dtype, self.features.int64, self.features.name)
         out = self._array((data.size,), dtype, False)
-        self.device.write(out.buffer, 0, data)
+        self.device.write(out.buffer, 0, data, now=now)
         return out
+
+    def device_array(self, values):
+        """NumPy values as a held device array (a dloop.vulkan array) of their shape."""
+        values = np.asarray(values)
+        out = self.upload(values, values.dtype, now=True).reshape(values.shape)
+        out.held = True
+        return out
+
+    def host_values(self, x):
+        """A held array's values on the host read once, kept (read-only) for its lifetime,
+        and known to kept_upload as having x as their device copy: W1's trip counts held on
+        the device are sized from at every call without crossing to the host again, and
+        the sizing memo finds the same host array unchanged without comparing it."""
+        if not (isinstance(x, DeviceArray) and x.held and x.backend is self):
+            return self.to_numpy(x)
+        if x.host is None:
+            host = self.to_numpy(x)
+            captured_copies.freeze(host)
+            # (a view of x's buffer, not x, which holds `host`: x can still be freed)
+            self.keep_upload(host, x.reshape(x.shape))
+            x.host = host
+        return x.host
 
     def to_host(self, x):
         return self.to_numpy(x)
