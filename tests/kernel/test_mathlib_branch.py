@@ -122,19 +122,22 @@ def test_huge_and_small_arguments_in_one_launch(backend, op, dtype):
         assert_same_bits(got, run("interpret", kernel, [x]), [x])
 
 
-def test_payne_hanek_is_off_the_common_path():
-    """sin's straight-line code is the four-part Cody-Waite reduction and the kernels (104
-    core ops); the seven-part reduction for |x| >= 2^20 is inside a branch (72), and the
-    Payne-Hanek reduction for |x| >= 2^28 (689) inside a branch of that one; each runs at
-    most once, and the kernel verifies."""
+def test_rare_reductions_are_off_the_common_path():
+    """sin's straight-line code is the two-part Cody-Waite reduction and the kernels (82 core
+    ops); the four-part reduction near multiples of pi/2 is in a branch (40), the seven-part
+    one for |x| >= 2^20 in another (71), and the Payne-Hanek reduction for |x| >= 2^28 (689)
+    in a branch of that one; each runs at most once, and the kernel verifies."""
     kernel = legalize(op_kernel("sin", ["float64"], "float64"), NO_MATH)
     check_kernel(kernel)
     body = kernel.body
     branches = [s for s in body if isinstance(s, kir.While)]
-    assert len(branches) == 1 and runs_once(branches[0])
-    inner = [s for s in branches[0].body if isinstance(s, kir.While)]
+    assert len(branches) == 2 and all(runs_once(b) for b in branches)
+    near, beyond = branches
+    assert not any(isinstance(s, kir.While) for s in near.body)
+    inner = [s for s in beyond.body if isinstance(s, kir.While)]
     assert len(inner) == 1 and runs_once(inner[0])
-    assert len(body) < 120 and len(branches[0].body) < 80 and len(inner[0].body) > 500
+    assert len(body) < 100 and len(near.body) < 50 and len(beyond.body) < 80
+    assert len(inner[0].body) > 500
 
 
 # -- Emitter.branch --

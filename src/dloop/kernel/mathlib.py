@@ -3,10 +3,11 @@ backends that lack them natively (SPIR-V's GLSL.std.450 has no float64 sin/exp/l
 only scalar ones (a SIMD renderer: LLVM splits vector sin into libm calls). legalize() calls
 expansion() for each (op, dtype) that caps.native_math does not list.
 
-Every function is straight-line code (selects, no branches) but one part of sin, cos and tan:
-the Payne-Hanek reduction, 690 of sin's 827 core ops and needed only for |x| >= 2^28, runs
-under Emitter.branch, so only where an element needs it (SIMD lanes and GPU threads beside
-such an element run it masked; the Vulkan renderer emits it as a selection, not a loop).
+Every function is straight-line code (selects, no branches) but the rare reductions of sin,
+cos and tan: the four-part one near multiples of pi/2, and for |x| >= 2^20 the seven-part one
+and, from 2^28, Payne-Hanek (800 of sin's 882 core ops) run under Emitter.branch, so only
+where an element needs them (SIMD lanes and GPU threads beside such an element run them
+masked; the Vulkan renderer emits them as selections, not loops).
 Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
   * exp, expm1, sinh, cosh, pow: x = k ln2 + r with Cody-Waite constants (k ln2_hi
     exact), a degree-16 Taylor polynomial for e^r - 1 (|r| <= 1/2), and 2^k applied in two
@@ -16,10 +17,11 @@ Remainders by the constants 2 and 4 are exact without frem (_rem_pow2). float64:
     f - (f^2/2 - s (f^2/2 + R)) so the rounding errors stay in the small terms.
   * pow: log|x| and y log|x| in double-double (Veltkamp splitting, no FMA needed), then e^t
     with the low word folded into the reduced argument. C99 special cases, as NumPy.
-  * sin, cos, tan: below 2^28, k = round(x 2/pi) and x - k pi/2 with pi/2 in seven 24-bit
-    parts (Cody-Waite: each k*part exact), as a double-double; above, Payne-Hanek with the
-    bits of 2/pi as 24-bit chunks chosen by x's exponent, in the branch. Then Taylor kernels
-    for sin and cos on [-pi/4, pi/4].
+  * sin, cos, tan: k = round(x 2/pi) and x - k pi/2 as a double-double, by Cody-Waite:
+    below 2^20 with pi/2 as a 33-bit head and a float64 tail (in four parts, each k*part
+    exact, near multiples of pi/2), below 2^28 in seven 24-bit parts; above, Payne-Hanek with
+    the bits of 2/pi as 24-bit chunks chosen by x's exponent. Then Taylor kernels for sin and
+    cos on [-pi/4, pi/4].
   * atan, atan2, asin, acos: a ratio u in [0, 1], c = floor(8u) / 8, atan(c) from a
     double-double table plus Taylor on (u - c) / (1 + c u); asin and acos go through atan2
     with sqrt(1 - x^2) as a double-double.
@@ -75,6 +77,8 @@ CODY_WAITE_LIMIT = 2.0 ** 28          # below it, the seven-part pi/2 reduction 
 PIO2_MEDIUM = (1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
                8.4784276603689e-32)
 MEDIUM_LIMIT = 2.0 ** 20
+# pi/2 less PIO2_MEDIUM's head, rounded to float64: the two-part reduction's tail.
+PIO2_MEDIUM_TAIL = float(sum(map(Fraction, PIO2_PARTS)) - Fraction(PIO2_MEDIUM[0]))
 PI_HI, PI_LO = 3.141592653589793, 1.2246467991473532e-16
 PIO2_HI, PIO2_LO = 1.5707963267948966, 6.123233995736766e-17
 PIO4 = 0.7853981633974483
@@ -446,6 +450,24 @@ def _reduce_pio2(e, x, parts):
     return rh, rl, e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)     # q mod 4 is enough
 
 
+def _reduce_medium(e, x):
+    """_reduce_pio2 for |x| < MEDIUM_LIMIT with pi/2 in two parts, not four: its 33-bit head
+    (k head exact, and x - k head by Sterbenz) and one float64 tail, whose product with k
+    rounds. rh + rl is then within |k| 2^-86 of x - k pi/2 (that rounding and the tail's
+    truncation), at most 2^-62 of it wherever |rh| >= |k| 2^-24; nearer a multiple of pi/2
+    (rarely: |x - k pi/2| < |k| 2^-24) the four-part reduction runs instead, in a branch.
+    With this and _reduce_huge's chunks, W1's float64 gradient on the H100's Vulkan driver
+    took 2.15 to 2.18 ms against 2.57 to 2.76 (docs/math.md)."""
+    kf = e.op("round", x * INVPIO2)
+    a = x - kf * PIO2_MEDIUM[0]                           # exact, as in _reduce_pio2
+    w = kf * PIO2_MEDIUM_TAIL
+    rh = a - w
+    rl = (a - rh) - w                                     # a - rh exact: |w| << |a| here
+    q = e.op("ftoi", _rem_pow2(e, kf, 4.0), dtype=I64)
+    close = _abs(e, rh) < _abs(e, kf) * 2.0 ** -24
+    return e.branch(close, lambda: list(_reduce_pio2(e, x, PIO2_MEDIUM)), [rh, rl, q])
+
+
 def _sin_kernel(x, y, series=None):
     """sin(x + y) for |x| <= ~pi/4, |y| tiny; series: the Taylor terms from x^5 (SIN_SERIES;
     shorter for float32)."""
@@ -475,12 +497,16 @@ def _reduce_huge(e, ax):
     m = e.bitcast((ix & 0x000FFFFFFFFFFFFF) | (1075 << 52), F64)   # M, an integer
     m_hi = e.bitcast(e.bitcast(m, I64) & -(1 << 26), F64)
     m_lo = m - m_hi
-    at = [j0.eq(j) for j in range(len(TWO_OVER_PI_24) - HUGE_CHUNKS + 1)]
+    # Chunks j0 .. j0 + 7, picked in one pass over j0's values, each comparison used at once
+    # by all eight chains: the 41 comparisons made first and read by each chain in turn were
+    # live together, in registers every thread of a kernel calling sin reserved, taken or not.
+    chunks = [e.const(0.0, F64)] * HUGE_CHUNKS
+    for j in range(len(TWO_OVER_PI_24) - HUGE_CHUNKS + 1):
+        hit = j0.eq(j)
+        chunks = [e.select(hit, float(TWO_OVER_PI_24[j + i]), chunk)
+                  for i, chunk in enumerate(chunks)]
     hi, lo = e.const(0.0, F64), e.const(0.0, F64)
-    for i in range(HUGE_CHUNKS):
-        chunk = e.const(0.0, F64)
-        for j, hit in enumerate(at):
-            chunk = e.select(hit, float(TWO_OVER_PI_24[j + i]), chunk)
+    for i, chunk in enumerate(chunks):
         w = _pow2(e, scale - 24 * i)
         for half in (m_hi, m_lo):
             hi, err = _two_sum(hi, _rem_pow2(e, half * chunk * w, 4.0))
@@ -492,14 +518,15 @@ def _reduce_huge(e, ax):
 
 
 def _reduce(e, x):
-    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Cody-Waite with pi/2 in four
-    parts below 2^20; in a branch taken only where some |x| is larger, seven parts below
+    """(rh, rl, q): x = (4n + q) pi/2 + rh + rl for finite x. Below 2^20, Cody-Waite with
+    pi/2 in two parts (four near multiples of pi/2: _reduce_medium); in a branch taken only
+    where some |x| is larger, seven parts below
     2^28 and Payne-Hanek (most of sin's code) beyond, in a branch of its own. The four-part
     reduction has 27 fewer operations than the seven-part one, which every argument paid
     for: sin was about 120 operations, most of a GPU loop's time that calls it."""
     ax = _abs(e, x)
     large = ax >= MEDIUM_LIMIT
-    reduced = _reduce_pio2(e, e.select(large, 0.0, x), PIO2_MEDIUM)
+    reduced = _reduce_medium(e, e.select(large, 0.0, x))
 
     def beyond():
         # Threads that run this masked (SIMD lanes, GPU threads beside a large one) see
