@@ -25,7 +25,7 @@ from .runtime.execute import Execution
 from .runtime.program import compile_program
 from .source import raised_inside, user_location
 from .trace import loops
-from .trace.tracer import Builder, Tracer, is_tracing, refuse_subclass
+from .trace.tracer import Builder, Tracer, captured, is_tracing, refuse_subclass
 
 _last_backend = [None]
 
@@ -120,6 +120,11 @@ def _trace_inputs(fn, treedef, library, arrays, where):
                       "arguments given here; where NumPy accepts them, please report it)",
                       line) from e
         out_leaves, out_td = pytree.flatten(out)
+        # An array of another library returned as it is (a captured dloop.vulkan array as
+        # aux) is a constant of the trace, as a NumPy array returned is.
+        out_leaves = [captured(x, where) if libraries.is_foreign_array(x) and
+                      not isinstance(x, (Tracer, np.ndarray, np.generic)) else x
+                      for x in out_leaves]
         for p, x in zip(pytree.leaf_paths(out_td, "output"), out_leaves):
             if not isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
                 raise DloopTypeError(f"{p} of the function's result is a {type(x).__name__}, "
@@ -242,7 +247,9 @@ def run_eagerly(thunk, operands):
     the results are arrays of the operands' library."""
     where = user_location()
     library = _Library(pytree.flatten(operands)[0], where)
-    graph, consts, _, out_td, _ = _trace(thunk, [], where)
+    # Traced for the operands' backend: device operands (CuPy, dloop.vulkan) stay there.
+    treedef, _, arrays = _inputs([], where)
+    graph, consts, _, out_td, _ = _trace_inputs(thunk, treedef, library, arrays, where)
     return library.out(pytree.unflatten(out_td, _run(graph, consts, [], library=library)))
 
 

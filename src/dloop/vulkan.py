@@ -16,7 +16,7 @@ import numpy as np
 from .api import _as_input
 from .backends.base import get_backend
 from .backends.vulkan.arrays import DeviceArray
-from .errors import DloopValueError
+from .errors import DloopError, DloopTypeError, DloopValueError
 from .source import user_location
 
 Array = DeviceArray          # for isinstance checks
@@ -37,11 +37,17 @@ def asarray(x, dtype=None):
             where) from None
     if isinstance(x, DeviceArray) and x.backend is backend and dtype in (None, x.dtype):
         return x
-    if isinstance(x, (list, tuple)):
-        x = np.asarray(x)
-    values = _as_input(x, _WHAT, where)
-    if dtype is not None:
-        values = _as_input(values.astype(dtype), _WHAT, where)
+    try:
+        if isinstance(x, (list, tuple)):
+            x = np.asarray(x)
+        values = _as_input(x, _WHAT, where)
+        if dtype is not None:
+            values = _as_input(values.astype(dtype), _WHAT, where)
+    except DloopError:
+        raise
+    except (TypeError, ValueError) as e:     # a ragged list, a dtype NumPy does not know
+        cls = DloopTypeError if isinstance(e, TypeError) else DloopValueError
+        raise cls(f"{_WHAT} cannot be made an array: {e}", where) from None
     return backend.device_array(np.asarray(values, order="C"))
 
 

@@ -8,6 +8,7 @@ import builtins
 import numpy as np
 
 from ..errors import DloopIndexError, DloopTypeError
+from ..libraries import is_foreign_array
 from . import ops
 from ..source import user_location
 from .ops import P, bind1, is_traced
@@ -28,7 +29,7 @@ def _is_index(k):
 
 
 def getitem(x, key):
-    key = key if isinstance(key, tuple) else (key,)
+    key = captured_indices(key if isinstance(key, tuple) else (key,))
     if isinstance(x, PartialIndex):
         return x.index(key)
     if not builtins.any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
@@ -238,6 +239,13 @@ def _view(x, key):
         out.view_of = View(x, lambda base: getitem(base, key),
                            lambda base, view: base.__setitem__(key, view), layout)
     return out
+
+
+def captured_indices(key):
+    """The key with its index arrays of other libraries (dloop.vulkan arrays, torch tensors)
+    captured as operands are: taken for a static key, NumPy's indexing read them, and the
+    gradient of a repeated index kept one of its reads."""
+    return tuple(ops._check_operand(k) if is_foreign_array(k) else k for k in key)
 
 
 def is_static(k):

@@ -24,7 +24,7 @@ def updated(x, key, value):
                 "x[mask] = v with an array v needs the mask's True count, which is data; "
                 "write x = xp.where(mask, v_full, x) with v_full of x's shape", user_location())
         return ops.where(mask, value, x)
-    key = key if isinstance(key, tuple) else (key,)
+    key = indexing.captured_indices(key if isinstance(key, tuple) else (key,))
     if not builtins.all(indexing.is_static(k) for k in key):
         return _scattered(x, key, value)
     try:

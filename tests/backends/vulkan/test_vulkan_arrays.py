@@ -245,3 +245,123 @@ def test_vulkan_arrays_on_the_cuda_backend_come_back_as_vulkan_arrays():
         g = dl.grad(_loss(dv.asarray(N)))(dv.asarray(X))
     assert isinstance(g, dv.Array)
     assert_close(np.asarray(g), _reference(X, N), rtol=1e-7)
+
+
+def test_a_vulkan_index_array_gathers_adds_its_gradient_and_updates_as_numpy_does():
+    """Repeated indices held on the device index a traced table as NumPy's fancy indexing
+    does: the gradient adds every read (a static key kept one write per position), and an
+    update at them is NumPy's (it was refused)."""
+    t, i = np.linspace(-1.0, 1.0, 7), np.array([1, 2, 4, 1, 0, 4, 4, 6])
+    w = np.linspace(0.5, 2.0, i.size)
+    want = np.zeros_like(t)
+    np.add.at(want, i, w)
+    iv = dv.asarray(i)
+
+    def loss(t):
+        return (t.__array_namespace__().asarray(t)[iv] * w).sum()
+    value, g = dl.value_and_grad(loss)(dv.asarray(t))
+    assert abs(float(value) - (t[i] * w).sum()) < 1e-12
+    assert_close(np.asarray(g), want, rtol=1e-12)
+
+    def update(t):
+        u = t.__array_namespace__().asarray(t)
+        u[iv] = -3.0
+        return u
+    numpy_updated = t.copy()
+    numpy_updated[i] = -3.0
+    assert np.array_equal(np.asarray(dl.jit(update)(dv.asarray(t))), numpy_updated)
+
+
+def test_reshape_astype_and_conversions_refuse_mistakes_with_dloop_errors():
+    a = dv.asarray(np.arange(6.0))
+    with pytest.raises(dl.DloopValueError, match="size 6 into shape"):
+        a.reshape(4, 4)                          # would read past its six values
+    assert np.array_equal(np.asarray(a.reshape(2, -1)), np.arange(6.0).reshape(2, 3))
+    # astype makes what asarray would: an array every call takes, or a DloopError
+    b = a.astype(np.uint64)
+    assert b.dtype == np.int64
+    assert np.array_equal(np.asarray(dl.jit(lambda v: v + 1)(b)), np.arange(1, 7))
+    with pytest.raises(dl.DloopTypeError, match="float16"):
+        a.astype(np.float16)
+    with pytest.raises(dl.DloopTypeError, match="0-d"):
+        len(dv.asarray(2.0))
+    with pytest.raises(dl.DloopValueError, match="copies it"):
+        a.__array__(copy=False)
+    with pytest.raises(dl.DloopTypeError, match="one element"):
+        float(a)
+    with pytest.raises(dl.DloopValueError, match="one element"):
+        bool(a)
+    assert bool(dv.asarray([True])) and int(dv.asarray([[3]])) == 3
+    with pytest.raises(dl.DloopValueError, match="cannot be made an array") as e:
+        dv.asarray([[1.0, 2.0], [3.0]])
+    assert os.path.basename(__file__) in str(e.value)
+    with pytest.raises(dl.DloopTypeError, match="cannot be made an array"):
+        dv.asarray([1.0], dtype="no such dtype")
+
+
+def test_trip_counts_another_vulkan_device_computed_are_read_by_that_device(masked):
+    """Sizing on a masked device reads trip counts that a call on the default device computed
+    through the default device, whose read waits for that call's work (a kernel without
+    fault flags, so the call returned without waiting). Read by the masked device, they were
+    read before the work ran: capacities of 0, an adstack overflow."""
+    x = dv.asarray(X)
+    zeros = [dv.asarray(np.zeros_like(N)) for _ in range(2)]
+    del zeros                  # freed buffers are reused last in, first out: n's holds zeros
+    n = dl.jit(lambda m: m + 1)(dv.asarray(N - 1))
+    masked("float_atomics")
+    assert_close(np.asarray(dl.grad(_loss(n))(x)), _reference(X, N), rtol=1e-7)
+
+
+def test_a_captured_vulkan_array_returned_as_it_is_is_a_result():
+    """As a captured NumPy array returned is; it was refused as 'not an array'."""
+    x, n = dv.asarray(X), dv.asarray(N)
+    y, m = dl.jit(lambda x: (x * 2.0, n))(x)
+    assert isinstance(m, dv.Array) and np.array_equal(np.asarray(m), N)
+    assert np.array_equal(np.asarray(y), X * 2.0)
+    g, aux = dl.grad(lambda x: (_loss(n)(x), n), has_aux=True)(x)
+    assert np.array_equal(np.asarray(aux), N)
+    assert_close(np.asarray(g), _reference(X, N), rtol=1e-7)
+    with dl.config.override(backend="vulkan"):
+        _, m = dl.jit(lambda x: (x, n))(X)            # a NumPy call: NumPy's copy
+    assert isinstance(m, np.ndarray) and np.array_equal(m, N)
+
+
+def test_indexing_a_vulkan_array_on_the_host_says_where_to_index_it():
+    a = dv.asarray(X)
+    with pytest.raises(dl.DloopTypeError, match="np.asarray") as e:
+        a[0]
+    assert os.path.basename(__file__) in str(e.value)
+    assert float(dl.jit(lambda a: a[2])(a)) == X[2]
+
+
+def test_a_loop_on_vulkan_arrays_outside_a_trace_keeps_them_on_the_device(monkeypatch):
+    """fori_loop called on concrete dloop.vulkan arrays runs at once, on their device, and
+    moves no operand through the host (they were read to NumPy and sized anew each call)."""
+    n, x = dv.asarray(N), dv.asarray(X)
+    body = lambda i, v: v * 0.95 + np.sin(v) * 0.1            # noqa: E731
+    out = dl.fori_loop(0, n, body, x)
+    assert isinstance(out, dv.Array)
+    assert_close(np.asarray(out), dl.fori_loop(0, N, body, X), rtol=1e-14)
+    reads = []
+    read_many = vkdevice.Device.read_many
+    monkeypatch.setattr(vkdevice.Device, "read_many", lambda self, parts: (
+        reads.append(sum(nbytes for _, _, nbytes in parts)), read_many(self, parts))[1])
+    dl.fori_loop(0, n, body, x)
+    assert sum(reads) < N.nbytes, reads
+
+
+def test_a_held_array_too_large_to_keep_pushes_out_no_kept_upload(monkeypatch):
+    """host_values keeps no device copy larger than kept_upload would keep: as the newest
+    entry it counted first and pushed every other kept upload out."""
+    from dloop.backends import base
+    from dloop.backends.vulkan import launch
+    from dloop.trace import captured_copies
+    be = get_backend("vulkan")
+    small = np.arange(10.0)
+    captured_copies.freeze(small)
+    monkeypatch.setattr(base, "KEPT_UPLOAD_BYTES", 500)
+    monkeypatch.setattr(launch, "KEPT_UPLOAD_BYTES", 500)
+    be.kept_upload(small, small.dtype)
+    big = dv.asarray(np.arange(100))                   # 800 bytes
+    assert np.array_equal(be.host_values(big), np.arange(100))
+    assert id(small) in be._kept_uploads

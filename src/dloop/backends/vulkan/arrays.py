@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ...errors import DloopError, DloopValueError
+from ...errors import DloopError, DloopTypeError, DloopValueError
 from ...source import user_location
 
 
@@ -61,34 +61,58 @@ class DeviceArray:
         if -1 in shape:
             known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
             shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
+        if math.prod(int(s) for s in shape) != self.size:
+            # A user's array may be reshaped too: another size would read past its values.
+            raise DloopValueError(f"cannot reshape a dloop.vulkan array of size {self.size} "
+                                  f"into shape {tuple(shape)}", user_location())
         return DeviceArray(self.backend, self.buffer, self.offset, shape, self.dtype)
 
     def astype(self, dtype):
-        """The values as `dtype`, a new array on the device (converted on the host)."""
+        """The values as `dtype`, a new array on the device (converted on the host), as
+        dloop.vulkan.asarray(a, dtype) makes it: smaller integers widen to int64, and dtypes
+        dloop does not compute in are refused (no call would take the array)."""
         if np.dtype(dtype) == self.dtype:
             return self
-        return self.backend.device_array(np.asarray(self).astype(dtype))
+        from ...api import _supported
+        values = np.asarray(self).astype(dtype)
+        return self.backend.device_array(_supported(
+            values, f"astype({values.dtype.name})'s result", user_location()))
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:
-            raise ValueError("a dloop.vulkan array lives on the Vulkan device: converting it "
-                             "to NumPy copies it (np.asarray(a), or copy=True)")
+            raise DloopValueError("a dloop.vulkan array lives on the Vulkan device: converting "
+                                  "it to NumPy copies it (np.asarray(a), or copy=True)",
+                                  user_location())
         out = self.backend.to_numpy(self)
         return out if dtype is None else out.astype(dtype)
 
+    def __getitem__(self, key):
+        raise DloopTypeError(
+            "a dloop.vulkan array is not indexed on the host: index it inside a dloop "
+            "function (dl.jit(lambda a: a[i])(a)), or read it first (np.asarray(a)[i])",
+            user_location())
+
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d dloop.vulkan array")
+            raise DloopTypeError("len() of a 0-d dloop.vulkan array", user_location())
         return self.shape[0]
 
+    def _scalar(self, convert):
+        if self.size != 1:
+            # NumPy's errors here: ValueError for bool(), TypeError for float() and int()
+            cls = DloopValueError if convert is bool else DloopTypeError
+            raise cls(f"only a dloop.vulkan array of one element converts to a Python "
+                      f"{convert.__name__}; this one has shape {self.shape}", user_location())
+        return convert(self.__array__().reshape(()))
+
     def __float__(self):
-        return float(self.__array__())
+        return self._scalar(float)
 
     def __int__(self):
-        return int(self.__array__())
+        return self._scalar(int)
 
     def __bool__(self):
-        return bool(self.__array__())
+        return self._scalar(bool)
 
     def __reduce__(self):
         # Pickled by value (a process that unpickles it has its own device), re-uploaded

@@ -21,7 +21,7 @@ from ...errors import DloopMemoryError, DloopNotImplementedError, DloopTypeError
 from ...kernel import kir
 from ...source import user_location
 from ...trace import captured_copies
-from ..base import Backend, Caps
+from ..base import KEPT_UPLOAD_BYTES, Backend, Caps
 from . import device as vkdevice
 from . import order, sizing
 from .arrays import DeviceArray, from_storage, slot_bytes, storage_dtype, to_storage
@@ -218,8 +218,9 @@ class VulkanBackend(Backend):
         if x.host is None:
             host = self.to_numpy(x)
             captured_copies.freeze(host)
-            # (a view of x's buffer, not x, which holds `host`: x can still be freed)
-            self.keep_upload(host, x.reshape(x.shape))
+            if x.nbytes <= KEPT_UPLOAD_BYTES:      # (larger, it would push out all others)
+                # (a view of x's buffer, not x, which holds `host`: x can still be freed)
+                self.keep_upload(host, x.reshape(x.shape))
             x.host = host
         return x.host
 
@@ -232,6 +233,10 @@ class VulkanBackend(Backend):
         return self.to_numpy_all([x])[0]
 
     def to_numpy_all(self, arrays):
+        if any(x.backend is not self for x in arrays):
+            # Another device's arrays (tests install masked devices) are read by it: its read
+            # waits for the work that makes them, and this device's queue holds none of it.
+            return [x.backend.to_numpy(x) for x in arrays]
         raws = self.device.read_many([(x.buffer, x.offset, x.nbytes) for x in arrays])
         return [from_storage(raw.view(x.storage), x.dtype, x.shape)
                 for raw, x in zip(raws, arrays)]
