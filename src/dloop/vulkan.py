@@ -37,6 +37,16 @@ def asarray(x, dtype=None):
             where) from None
     if isinstance(x, DeviceArray) and x.backend is backend and dtype in (None, x.dtype):
         return x
+    return backend.device_array(checked_values(x, dtype, where))
+
+
+_WHAT = "dloop.vulkan.asarray's argument"
+
+
+def checked_values(x, dtype, where):
+    """x as the NumPy array (C order) a dloop.vulkan array of it holds: dtype `dtype` or x's,
+    as dloop's calls take arrays (smaller integers widened to int64, other dtypes refused);
+    a DloopError for what is no array."""
     try:
         if isinstance(x, (list, tuple)):
             x = np.asarray(x)
@@ -48,7 +58,4 @@ def asarray(x, dtype=None):
     except (TypeError, ValueError) as e:     # a ragged list, a dtype NumPy does not know
         cls = DloopTypeError if isinstance(e, TypeError) else DloopValueError
         raise cls(f"{_WHAT} cannot be made an array: {e}", where) from None
-    return backend.device_array(np.asarray(values, order="C"))
-
-
-_WHAT = "dloop.vulkan.asarray's argument"
+    return np.asarray(values, order="C")

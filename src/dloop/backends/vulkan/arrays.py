@@ -35,6 +35,7 @@ def slot_bytes(dtype):
 class DeviceArray:
     __slots__ = ("backend", "buffer", "offset", "shape", "dtype", "storage", "held", "host")
     dloop_backend = "vulkan"     # what libraries.py knows it by
+
     def __init__(self, backend, buffer, offset, shape, dtype):
         self.backend, self.buffer, self.offset = backend, buffer, offset
         self.shape = tuple(int(s) for s in shape)
@@ -73,10 +74,9 @@ class DeviceArray:
         dloop does not compute in are refused (no call would take the array)."""
         if np.dtype(dtype) == self.dtype:
             return self
-        from ...api import _supported
-        values = np.asarray(self).astype(dtype)
-        return self.backend.device_array(_supported(
-            values, f"astype({values.dtype.name})'s result", user_location()))
+        from ...vulkan import checked_values   # (the users' layer: its checks and messages)
+        return self.backend.device_array(checked_values(self.__array__(), dtype,
+                                                        user_location()))
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:
