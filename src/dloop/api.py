@@ -25,7 +25,7 @@ from .runtime.execute import Execution
 from .runtime.program import compile_program
 from .source import raised_inside, user_location
 from .trace import loops
-from .trace.tracer import Builder, Tracer, captured, is_tracing, refuse_subclass
+from .trace.tracer import Builder, Tracer, from_library, is_tracing, refuse_subclass
 
 _last_backend = [None]
 
@@ -122,9 +122,7 @@ def _trace_inputs(fn, treedef, library, arrays, where):
         out_leaves, out_td = pytree.flatten(out)
         # An array of another library returned as it is (a captured dloop.vulkan array as
         # aux) is a constant of the trace, as a NumPy array returned is.
-        out_leaves = [captured(x, where) if libraries.is_foreign_array(x) and
-                      not isinstance(x, (Tracer, np.ndarray, np.generic)) else x
-                      for x in out_leaves]
+        out_leaves = [from_library(x, where) for x in out_leaves]
         for p, x in zip(pytree.leaf_paths(out_td, "output"), out_leaves):
             if not isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)):
                 raise DloopTypeError(f"{p} of the function's result is a {type(x).__name__}, "

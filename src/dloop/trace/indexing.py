@@ -8,11 +8,10 @@ import builtins
 import numpy as np
 
 from ..errors import DloopIndexError, DloopTypeError
-from ..libraries import is_foreign_array
 from . import ops
 from ..source import user_location
 from .ops import P, bind1, is_traced
-from .tracer import Tracer, View, current_builder, layout_of
+from .tracer import Tracer, View, current_builder, from_library, layout_of
 
 
 class _Axis:
@@ -245,7 +244,7 @@ def captured_indices(key):
     """The key with its index arrays of other libraries (dloop.vulkan arrays, torch tensors)
     captured as operands are: taken for a static key, NumPy's indexing read them, and the
     gradient of a repeated index kept one of its reads."""
-    return tuple(ops._check_operand(k) if is_foreign_array(k) else k for k in key)
+    return tuple(from_library(k) for k in key)
 
 
 def is_static(k):

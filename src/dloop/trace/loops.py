@@ -10,11 +10,11 @@ from .. import pytree
 from ..errors import DloopTypeError, DloopValueError
 from ..ir import prims
 from ..ir.graph import Aval, CollectiveInfo, Graph, LoopInfo, Var
-from ..libraries import DTYPES, is_foreign_array
+from ..libraries import DTYPES
 from . import indexing, ops
 from .scalarize import MixingError, invariant_uses, mixing_error, scalarize
 from ..source import user_location
-from .tracer import (Builder, Tracer, WeakTracer, bind, captured, current_builder,
+from .tracer import (Builder, Tracer, WeakTracer, bind, current_builder, from_library,
                      is_tracing)
 
 _loop_ids = itertools.count()
@@ -278,7 +278,7 @@ def _aval(x):
 
 
 def _bound(b, name, src):
-    b = _from_library(b, src)
+    b = from_library(b, src)
     if isinstance(b, (bool, np.bool_)) or not (isinstance(b, (int, np.integer)) or (
             isinstance(b, (Tracer, np.ndarray)) and np.issubdtype(b.dtype, np.integer))):
         kind = getattr(b, "dtype", type(b).__name__)
@@ -302,19 +302,11 @@ def _bound(b, name, src):
     return b.astype(np.int64)
 
 
-def _from_library(x, src):
-    """An array of another library (torch, array_api_strict), as NumPy; others unchanged."""
-    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
-            not is_foreign_array(x):
-        return x
-    return captured(x, src)
-
-
 def _carry_leaves(init, src):
     leaves, treedef = pytree.flatten(init)
     out = []
     for path, x in zip(pytree.leaf_paths(treedef), leaves):
-        x = _from_library(x, src)
+        x = from_library(x, src)
         if isinstance(x, (bool, int, float, complex)):
             x = np.asarray(x)
         if not isinstance(x, (Tracer, np.ndarray, np.generic)):

@@ -239,6 +239,17 @@ def captured(x, where):
     return to_numpy(x, where)
 
 
+def from_library(x, where=None):
+    """x as the trace takes it: an array of another library (torch, CuPy, array_api_strict,
+    dloop.vulkan) `captured`; anything else (tracers, NumPy, numbers, keys) unchanged.
+    where: the user's line (default: found when an array is captured)."""
+    from ..libraries import is_foreign_array
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
+            not is_foreign_array(x):
+        return x
+    return captured(x, where or user_location())
+
+
 def _target_builder(args):
     target = None
     for a in args:
