@@ -230,7 +230,12 @@ def test_float32_sin_and_cos_reduce_in_float64_only_where_the_device_has_it():
     # a second legalization leaves alone: it changes nothing.
     assert sorted(s.op for s in alone if "sin" in s.op or "cos" in s.op) == [
         "device_cos", "device_sin"]
-    assert sum(1 for s in alone if s.op == "round") == 1
+    assert _rounds(narrow) == 1
+    for caps in (NO_MATH, CapsWithout64(frozenset())):
+        # Outside the branches, no conversion-rate op (round, trunc, ftoi): mathlib's
+        # nearest_quadrant.
+        main = [s for s in legalize(kernel, caps).body if isinstance(s, kir.Assign)]
+        assert not {s.op for s in main} & {"round", "trunc", "ftoi", "floor"}
     for caps in (NO_MATH, CapsWithout64(frozenset())):
         once = legalize(kernel, caps)
         assert legalize(once, caps).body == once.body
@@ -289,8 +294,7 @@ def test_sin_and_cos_of_one_value_share_one_reduction(backend, dtype, rounded):
     caps = Caps(frozenset(), rounded)
     x = inputs("sin", dtype)[0][::10]              # every kind of point, huge ones too
     pair = legalize(_trig_kernel(dtype, ("cos", "sin")), caps)
-    reductions = [s for s in pair.body if isinstance(s, kir.Assign) and s.op == "round"]
-    assert len(reductions) == 1
+    assert _rounds(pair, top=True) == 1
     got = _run_outs(backend, pair, x)
     for op, value in zip(("cos", "sin"), got):
         kernel = legalize(_trig_kernel(dtype, (op,)), caps)
@@ -299,9 +303,16 @@ def test_sin_and_cos_of_one_value_share_one_reduction(backend, dtype, rounded):
         assert_same_bits(value, alone, [x])
 
 
-def _rounds(kernel):
-    return sum(1 for s in kir.statements(kernel.body) if isinstance(s, kir.Assign)
-               and s.op == "round")
+_MAGIC = {1.5 * 2.0 ** 52, 1.5 * 2.0 ** 23}
+
+
+def _rounds(kernel, top=False):
+    """The argument reductions of `kernel` (or of its top level): mathlib.nearest_quadrant's
+    adds of 1.5 * 2^p, and Payne-Hanek's round."""
+    body = kernel.body if top else kir.statements(kernel.body)
+    return sum(1 for s in body if isinstance(s, kir.Assign) and (s.op == "round" or (
+        s.op == "add" and any(isinstance(a, kir.Const) and a.value in _MAGIC
+                              for a in s.args))))
 
 
 @pytest.mark.parametrize("backend", ["interpret"] + [

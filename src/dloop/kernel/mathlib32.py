@@ -58,22 +58,23 @@ def _reduce(e, x, caps):
     if not _has_float64(caps):
         return _reduce_narrow(e, x)
     w = e.convert(x, m.F64)
-    k = e.op("round", w * m.INVPIO2)
+    k, q = m.nearest_quadrant(e, w * m.INVPIO2)
     r = (w - k * PIO2_PARTS41[0]) - k * PIO2_PARTS41[1]
     rh = e.convert(r, F32)
     rl = e.convert(r - e.convert(rh, m.F64), F32)         # the difference is exact
-    return rh, rl, e.op("ftoi", k, dtype=I32)             # q & 3 is q mod 4
+    return rh, rl, e.convert(q, I32)
 
 
 def _reduce_narrow(e, x):
     """_reduce in float32 arithmetic only (the module docstring)."""
-    k = e.op("round", x * INVPIO2_32)
-    a, lo = x, e.const(0.0, F32)
-    for part in PIO2_PARTS12:
+    k, q = m.nearest_quadrant(e, x * INVPIO2_32)
+    a = x - k * PIO2_PARTS12[0]       # exact: a two-sum's error was 0 for every float32 x
+    lo = e.const(0.0, F32)            # in (0, 4096), and k and the products are odd in x
+    for part in PIO2_PARTS12[1:]:
         a, err = m._two_sum(a, -(k * part))               # k * part exact but the tail's
         lo = lo + err
     rh, rl = m._fast_two_sum(a, lo)
-    return rh, rl, e.op("ftoi", k, dtype=I32)
+    return rh, rl, q
 
 
 def _trig(e, x, caps, *which):
