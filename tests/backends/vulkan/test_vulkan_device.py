@@ -242,6 +242,24 @@ def test_separate_device_memory_goes_through_staging(masked, mask):
     np.testing.assert_array_equal(be.to_numpy(small), x)
 
 
+def test_a_few_bytes_of_mapped_memory_are_read_in_place(masked, monkeypatch):
+    """Up to _UNCACHED_READ bytes of mapped device memory (a call's fault flags) are read
+    without a staging copy, more through one, and unmapped memory always through one; the
+    values are the device's either way, written by a launch."""
+    copies = []
+    copy = vkdevice.Device.copy
+    monkeypatch.setattr(vkdevice.Device, "copy", lambda self, *a, **k: (
+        copies.append(a), copy(self, *a, **k))[1])
+    for mask, size, staged in (("unified", 32, False), ("unified", 4000, True),
+                               ("unified,mapped", 32, True)):
+        be = masked(mask)
+        x = np.linspace(0.5, 1.5, size)
+        doubled = dl.grad(lambda x: (x * x).sum())(be.upload(x, np.float64))
+        copies.clear()
+        np.testing.assert_array_equal(be.to_numpy(doubled), 2 * x)
+        assert bool(copies) == staged, (mask, size)
+
+
 def test_large_writes_into_mapped_memory_land_before_their_use(masked):
     """A discrete GPU's mapped memory (the unified memory masked): writes of 1 MiB or more
     are deferred, and made before a read, before a host fill of the same buffer, and before
@@ -825,3 +843,40 @@ def test_loops_that_together_pass_the_driver_budget_are_refused():
             np.testing.assert_allclose(dl.jit(long)(x), x + 70_000 * 0.001, rtol=1e-9)
     finally:
         dl.config.update("backend", None)
+
+
+def test_a_gpu_polls_its_fences_and_a_cpu_device_blocks(masked, monkeypatch):
+    """Device._wait polls a fence (a GPU: a blocked waiter wakes 0.1 ms late) before it
+    blocks on it, and not at all on a CPU device, whose cores run the work. Forced to poll
+    here (lavapipe is a CPU device), a wait polls and a call gets the closed-form gradient;
+    with no time to poll, the wait blocks."""
+    be = masked("unified")
+    dev = be.device
+    assert dev.spin == 0.0                         # lavapipe
+    calls = []
+    status, wait = vkdevice._lib.vkGetFenceStatus, vkdevice._lib.vkWaitForFences
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(vk.lib, name)
+
+        def vkGetFenceStatus(self, *args):
+            calls.append("poll")
+            return status(*args)
+
+        def vkWaitForFences(self, *args):
+            calls.append("block")
+            return wait(*args)
+    monkeypatch.setattr(vkdevice, "_lib", Counting())
+    x, n = np.linspace(0.5, 1.5, 500), np.arange(500) % 7
+    for spin, want in ((60.0, {"poll"}), (0.0, {"block"})):
+        monkeypatch.setattr(dev, "spin", spin)
+        dev.wait_all()
+        dev.submit(lambda cmd: None, [])
+        fence = dev.batch[1]
+        dev.flush()
+        calls.clear()
+        dev._wait(fence)
+        assert set(calls) == want, (spin, calls)
+        dev.wait_all()
+        np.testing.assert_allclose(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-13)
