@@ -4,11 +4,17 @@ one element in 100 at 1000) on every dloop backend available here, and on the CP
 
     python benchmarks/backends.py [--n 1000000] [--threads 1,2,4,8,16] [--repeats 5]
                                   [--backends cpu,cuda,cuda-host,vulkan,vulkan-host] [--skewed]
+                                  [--rounds 1]
 
-Prints milliseconds per gradient (median after a warm-up call, device synchronised inside the
-timed call) and each backend's largest relative difference from the first backend's
-gradient. `cuda` gets CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the
-device; `cuda-host` and `vulkan-host` are those backends given NumPy arrays, so their times
+Prints milliseconds per gradient (median after three warm-up calls, device synchronised
+inside the timed call) and each backend's largest relative difference from the first
+backend's gradient. With --rounds R, the backends take turns R times in the one process,
+and a summary gives each one's median over the rounds and its time over the first
+backend's, round by round and their median: on the GPU machine (a virtual machine) the
+time of one process's calls moved by up to 30% from one process to the next, cuda's and
+Vulkan's alike, so backends compared in separate runs differed by as much; taking turns in
+one process, W1's Vulkan/cuda ratio moved by 0.1 to 0.4 from round to round. `cuda` gets
+CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the device; `cuda-host` and `vulkan-host` are those backends given NumPy arrays, so their times
 include the copies of x and of the trip counts' check to the GPU and the gradient's back."""
 
 import argparse
@@ -30,8 +36,9 @@ def gradient(n):
 
 
 def timed(fn, repeats, sync):
-    fn()
-    sync()
+    for _ in range(3):             # the first calls after another backend's are slower
+        fn()
+        sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -63,6 +70,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backends", default="cpu,cpu-scalar,cuda,cuda-host,vulkan,vulkan-host")
     parser.add_argument("--skewed", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     size = int(args.n)
     rng = np.random.default_rng(0)
@@ -75,28 +83,47 @@ def main():
     reference = {}
     for dtype in (np.float64, np.float32):
         x = rng.random(size).astype(dtype)
-        for name in args.backends.split(","):
-            row = name.removesuffix("-host")
-            ok, why = available(row) if row in TABLE else (False, "not in this version")
-            if not ok:
-                print(f"  {np.dtype(dtype).name:8} {name:11} skipped: {why}")
-                continue
-            counts = [int(t) for t in args.threads.split(",")] if name.startswith("cpu") \
-                else [None]
-            for threads in counts:
-                dl.config.update("num_threads", threads)
-                try:
-                    g, seconds = on_backend(name, x, n, args.repeats)
-                except dl.DloopError as e:
-                    print(f"  {np.dtype(dtype).name:8} {name:11} failed: {str(e).splitlines()[0]}")
+        times = {}                         # (backend, threads) -> [ms, one a round]
+        for turn in range(args.rounds):
+            for name in args.backends.split(","):
+                row = name.removesuffix("-host")
+                ok, why = available(row) if row in TABLE else (False, "not in this version")
+                if not ok:
+                    if turn == 0:
+                        print(f"  {np.dtype(dtype).name:8} {name:11} skipped: {why}")
                     continue
-                ref = reference.setdefault(np.dtype(dtype).name, g)
-                diff = float(np.max(np.abs(g - ref)) / np.max(np.abs(ref)))
-                label = f"{threads} threads" if threads else ""
-                print(f"  {np.dtype(dtype).name:8} {name:11} {label:11} {seconds * 1e3:9.1f} ms"
-                      f"   rel diff {diff:.1e}", flush=True)
+                counts = [int(t) for t in args.threads.split(",")] \
+                    if name.startswith("cpu") else [None]
+                for threads in counts:
+                    dl.config.update("num_threads", threads)
+                    try:
+                        g, seconds = on_backend(name, x, n, args.repeats)
+                    except dl.DloopError as e:
+                        print(f"  {np.dtype(dtype).name:8} {name:11} failed: "
+                              f"{str(e).splitlines()[0]}")
+                        continue
+                    ref = reference.setdefault(np.dtype(dtype).name, g)
+                    diff = float(np.max(np.abs(g - ref)) / np.max(np.abs(ref)))
+                    label = f"{threads} threads" if threads else ""
+                    times.setdefault((name, label), []).append(seconds * 1e3)
+                    print(f"  {np.dtype(dtype).name:8} {name:11} {label:11} "
+                          f"{seconds * 1e3:9.2f} ms   rel diff {diff:.1e}", flush=True)
+        if args.rounds > 1:
+            summarize(np.dtype(dtype).name, times)
     dl.config.update("num_threads", None)
     return 0
+
+
+def summarize(dtype, times):
+    """Each backend's median over the rounds, and its time over the first backend's: each
+    round's ratio, and their median."""
+    first = next(iter(times.values()), None)
+    for (name, label), ms in times.items():
+        ratios = [a / b for a, b in zip(ms, first)]
+        print(f"  {dtype:8} {name:11} {label:11} median of {len(ms)} rounds "
+              f"{np.median(ms):6.2f} ms; over the first: "
+              f"{' '.join(f'{r:.2f}' for r in ratios)}, median {np.median(ratios):.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":
