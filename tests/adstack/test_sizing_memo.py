@@ -44,6 +44,28 @@ def test_a_new_array_of_the_same_values_reuses(backend, lookups):
     assert lookups == [False, True, True]
 
 
+def test_a_new_array_is_compared_once_then_found_by_identity(backend, monkeypatch):
+    """After a hit by value the memo keeps the new array's kept copy in place of the old,
+    so later calls with that array compare nothing (an 8 MB comparison at every call
+    before, on a GPU a launch and a read back)."""
+    from dloop.runtime.execute import Execution
+    from dloop.trace import captured_copies
+    monkeypatch.setattr(captured_copies, "MIN_BYTES", 0)      # the trips' copy kept
+    compared = []
+    real = Execution._all_equal
+    monkeypatch.setattr(Execution, "_all_equal",
+                        lambda self, pairs: compared.append(len(pairs)) or real(self, pairs))
+    x = np.linspace(0.5, 1.5, 600)
+    old = np.arange(600) % 13
+    new = old.copy()
+    counts = []
+    for n in [old, old, new, new, new]:
+        compared.clear()
+        np.testing.assert_allclose(_grad(n, 0.85)(x), 0.85 ** n, rtol=1e-13)
+        counts.append(len(compared))
+    assert counts == [0, 0, 1, 0, 0], counts
+
+
 def test_a_changed_limit_sizes_anew(backend, lookups):
     n = np.arange(400) % 9
     x = np.ones(400)

@@ -202,7 +202,7 @@ class Execution:
                 kept = sizing_memo.inputs(plan, env, work, self._sizing_array, longest,
                                           fixed) if plan.keeps_sizing else None
                 hit = kept is not None and sizing_memo.lookup(plan, key, kept,
-                                                              self._all_equal)
+                                                              self._all_equal, self._immutable)
                 if hit:
                     caps, order, loop_layouts = hit
                     if longest is not None:
