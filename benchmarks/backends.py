@@ -13,7 +13,8 @@ and a summary gives each one's median over the rounds and its time over the firs
 backend's, round by round and their median: on the GPU machine (a virtual machine) the
 time of one process's calls moved by up to 30% from one process to the next, cuda's and
 Vulkan's alike, so backends compared in separate runs differed by as much; taking turns in
-one process, W1's Vulkan/cuda ratio moved by 0.1 to 0.4 from round to round. `cuda` gets
+one process they share its conditions, and the median over rounds passes over a round
+where one backend's calls ran unusually fast or slow (docs/benchmarks.md). `cuda` gets
 CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the device; `cuda-host` and `vulkan-host` are those backends given NumPy arrays, so their times
 include the copies of x and of the trip counts' check to the GPU and the gradient's back."""
 
