@@ -15,8 +15,9 @@ time of one process's calls moved by up to 30% from one process to the next, cud
 Vulkan's alike, so backends compared in separate runs differed by as much; taking turns in
 one process they share its conditions, and the median over rounds passes over a round
 where one backend's calls ran unusually fast or slow (docs/benchmarks.md). `cuda` gets
-CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the device; `cuda-host` and `vulkan-host` are those backends given NumPy arrays, so their times
-include the copies of x and of the trip counts' check to the GPU and the gradient's back."""
+CuPy arrays and `vulkan` dloop.vulkan arrays, which stay on the device; `cuda-host` and
+`vulkan-host` are those backends given NumPy arrays, so their times include the copies of
+x and of the trip counts' check to the GPU and the gradient's back."""
 
 import argparse
 import os

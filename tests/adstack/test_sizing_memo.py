@@ -66,6 +66,48 @@ def test_a_new_array_is_compared_once_then_found_by_identity(backend, monkeypatc
     assert counts == [0, 0, 1, 0, 0], counts
 
 
+class _Plan:
+    """What sizing_memo reads and sets of a kernel plan."""
+    sizing_memo = None
+
+
+def _keep(plan, values, immutable):
+    sizing_memo.store(plan, "key", values, {0: values[0]}, None, {}, np, immutable)
+
+
+@pytest.mark.parametrize("meanwhile", ["given up", "sized anew"])
+def test_a_hit_by_value_leaves_what_another_thread_did_meanwhile(monkeypatch, meanwhile):
+    """Between a lookup's comparison and its adoption of the new inputs another thread may
+    give the plan's sizing up for the budget (a store for another plan), or keep a sizing of
+    other values for the plan: the adoption then changes nothing. Set back, the sizing
+    given up was held with no bytes counted, past MAX_BYTES; the other values' sizing was
+    pushed out by an older one. (all_equal stands for the other thread: it runs there.)"""
+    from collections import OrderedDict
+    monkeypatch.setattr(sizing_memo, "_held", OrderedDict())
+    monkeypatch.setattr(sizing_memo, "MAX_BYTES", 12_000)           # one sizing of 8,000
+    old, other = np.arange(1000), np.arange(1000) + 1
+    new = old.copy()
+    immutable = lambda a: a is new                                   # noqa: E731
+    mine, theirs = _Plan(), _Plan()
+    _keep(mine, [old], immutable)
+
+    def all_equal(pairs):
+        if meanwhile == "given up":
+            _keep(theirs, [other], immutable)
+            assert mine.sizing_memo is None
+        else:
+            _keep(mine, [other], immutable)
+        return all(np.array_equal(a, b) for a, b in pairs)
+
+    caps, _, _ = sizing_memo.lookup(mine, "key", [new], all_equal, immutable)
+    np.testing.assert_array_equal(caps[0], old)          # this call's hit stands
+    if meanwhile == "given up":
+        assert mine.sizing_memo is None
+        assert sizing_memo.held_bytes() <= sizing_memo.MAX_BYTES
+    else:
+        np.testing.assert_array_equal(mine.sizing_memo.inputs[0], other)
+
+
 def test_a_changed_limit_sizes_anew(backend, lookups):
     n = np.arange(400) % 9
     x = np.ones(400)

@@ -20,11 +20,12 @@ About a dozen float64 and 25 float32 operations. Larger |x| take mathlib's float
 (Payne-Hanek included) in a branch, so only where an element needs it.
 
 A device without float64 (Vulkan on Apple's and Intel's GPUs and many phones) reduces in
-float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, each difference's
-rounding error gathered by a two-sum into rl (72 bits of pi/2: the truncation is 2^-33 of
-the smallest r), about 40 float32 operations more. Its larger |x| take the device's own
-float32 sin and cos (core.py's device_sin and device_cos, which legalize leaves alone: GLSL's,
-allowed 2^-11 absolute error, what such a device had for every argument before). Its atan
+float32: pi/2 in four 12-bit parts (each k * part exact) and a 24-bit tail, the first
+difference exact and each later one's rounding error gathered by a two-sum into rl (72 bits
+of pi/2: the truncation is 2^-33 of the smallest r), about 30 float32 operations more. Its
+larger |x| take the device's own float32 sin and cos (core.py's device_sin and device_cos,
+which legalize leaves alone: GLSL's, allowed 2^-11 absolute error, what such a device had
+for every argument before). Its atan
 family is mathlib's code in float32 pairs where mathlib has double-doubles; exp, expm1, log
 and log1p are mathlib's functions themselves, in float32's format (mathlib.FORMATS).
 Measured error: docs/math.md (tests/kernel/test_mathlib.py keeps it within MAX_ULPS;

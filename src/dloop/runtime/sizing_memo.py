@@ -108,8 +108,14 @@ def _adopt(plan, memo, values, immutable):
     caps = {k: swap.get(id(c), c) for k, c in memo.caps.items()}
     layouts = {k: LoopLayout(swap.get(id(lay.cap), lay.cap), lay.start, lay.regions)
                for k, lay in memo.layouts.items()}
-    plan.sizing_memo = _Memo(memo.key, [swap.get(id(v), v) for v in memo.inputs], caps,
-                             memo.order, layouts)
+    adopted = _Memo(memo.key, [swap.get(id(v), v) for v in memo.inputs], caps, memo.order,
+                    layouts)
+    with _lock:
+        # Only in place of the memo compared: since, another thread may have kept a sizing
+        # of other values (this one would push it out), or given this one up for the
+        # budget (set back, it would be held but no longer counted in MAX_BYTES).
+        if plan.sizing_memo is memo:
+            plan.sizing_memo = adopted
 
 
 def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies.immutable):
@@ -120,8 +126,8 @@ def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies
         a for lay in layouts.values() for a in (lay.cap, lay.start)]
     held = sum(int(a.nbytes) for a in {id(a): a for a in kept if hasattr(a, "nbytes")}.values())
     if held > MAX_BYTES:
-        plan.sizing_memo = None
         with _lock:
+            plan.sizing_memo = None
             _held.pop(id(plan), None)
         return
     # The capacities may be the caller's own trip-count array (capacity._bounds_as_is),
@@ -140,8 +146,12 @@ def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies
     for array in [*copies, *(lay.start for lay in layouts.values())]:
         if isinstance(array, np.ndarray) and not captured_copies.immutable(array):
             captured_copies.freeze(array)
-    plan.sizing_memo = _Memo(key, copies, caps, order, layouts)
+    memo = _Memo(key, copies, caps, order, layouts)
     with _lock:
+        # Set under the lock, as the budget's and _adopt's changes are: set before it,
+        # another thread's store could give it up before it is counted, and an adoption
+        # replace it with an older sizing.
+        plan.sizing_memo = memo
         _drop_freed()
         _held.pop(id(plan), None)
         _held[id(plan)] = (weakref.ref(plan, _forget(id(plan))), held)
