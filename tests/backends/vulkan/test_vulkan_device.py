@@ -882,3 +882,32 @@ def test_a_gpu_polls_its_fences_and_a_cpu_device_blocks(masked, monkeypatch):
         assert set(calls) == want, (spin, calls)
         dev.wait_all()
         np.testing.assert_allclose(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-13)
+
+
+def test_ctrl_c_while_a_wait_polls_leaves_the_work_queued(masked, monkeypatch):
+    """A KeyboardInterrupt raised in Device._wait's poll (here by the first poll) leaves the
+    submitted work pending with what it uses; the next call waits for it and gets the
+    closed-form gradient, and the device's queue drains."""
+    be = masked("unified")
+    dev = be.device
+    monkeypatch.setattr(dev, "spin", 60.0)
+    status = vkdevice._lib.vkGetFenceStatus
+    interrupt = [True]
+
+    class Interrupting:
+        def __getattr__(self, name):
+            return getattr(vk.lib, name)
+
+        def vkGetFenceStatus(self, *args):
+            if interrupt[0] and sys._getframe(1).f_code.co_name == "_wait":
+                interrupt[0] = False
+                raise KeyboardInterrupt
+            return status(*args)
+    monkeypatch.setattr(vkdevice, "_lib", Interrupting())
+    x, n = np.linspace(0.5, 1.5, 400), np.arange(400) % 9
+    with pytest.raises(KeyboardInterrupt):
+        _power_grad(x, n)
+    assert not interrupt[0] and dev.pending          # raised in the poll, work still queued
+    np.testing.assert_allclose(_power_grad(x, n), (n + 1) * x ** n, rtol=1e-13)
+    dev.wait_all()
+    assert not dev.pending
