@@ -37,6 +37,25 @@ def _power_grad(x, n):
     return dl.grad(lambda x: dl.fori_loop(0, n, lambda i, v: v * x, x).sum())(x)
 
 
+class _Lib:
+    """The C library device.py calls, with some of its functions replaced."""
+
+    def __init__(self, real, functions):
+        self._real = real
+        vars(self).update(functions)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _replace_lib(monkeypatch, **functions):
+    """Make device.py call `functions` (by name, with the C function's arguments) in place
+    of the C library's own, and that for the rest; returns the C library."""
+    real = vkdevice._lib
+    monkeypatch.setattr(vkdevice, "_lib", _Lib(real, functions))
+    return real
+
+
 def test_default_choice_prefers_discrete_then_integrated_then_cpu():
     cpu, igpu, dgpu = (vk.VK_PHYSICAL_DEVICE_TYPE_CPU, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
                        vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU)
@@ -321,13 +340,8 @@ def test_ctrl_c_while_a_batch_is_submitted_loses_nothing(masked, monkeypatch, ca
     calls are right."""
     import signal
 
-    from dloop.backends.vulkan import device as vkdevice
     be = masked("unified,mapped")
     real, armed = vkdevice._lib, [True]
-
-    class Interrupting:
-        def __getattr__(self, name):
-            return getattr(real, name)
 
     def interrupted(*args):
         result = getattr(real, call)(*args)
@@ -335,8 +349,7 @@ def test_ctrl_c_while_a_batch_is_submitted_loses_nothing(masked, monkeypatch, ca
             armed[0] = False
             os.kill(os.getpid(), signal.SIGINT)
         return result
-    setattr(Interrupting, call, staticmethod(interrupted))
-    monkeypatch.setattr(vkdevice, "_lib", Interrupting())
+    _replace_lib(monkeypatch, **{call: interrupted})
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         x, n = np.linspace(0.5, 1.1, 5000), np.full(5000, 60)
@@ -377,19 +390,13 @@ def test_a_launch_dispatches_the_workgroup_its_shader_was_rendered_with(masked):
 def test_empty_arrays_are_read_without_a_copy_of_zero_bytes(masked, monkeypatch):
     """Vulkan forbids a VkBufferCopy of size 0: reading an empty array through staging
     records no copy."""
-    from dloop.backends.vulkan import device as vkdevice
     be = masked("unified,mapped")
-    real, sizes = vkdevice._lib, []
+    sizes = []
 
-    class Recording:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def vkCmdCopyBuffer(cmd, src, dst, count, region):
-            sizes.append(region.size)
-            return real.vkCmdCopyBuffer(cmd, src, dst, count, region)
-    monkeypatch.setattr(vkdevice, "_lib", Recording())
+    def copy(cmd, src, dst, count, region):
+        sizes.append(region.size)
+        return real.vkCmdCopyBuffer(cmd, src, dst, count, region)
+    real = _replace_lib(monkeypatch, vkCmdCopyBuffer=copy)
     empty = be.upload(np.zeros(0), np.float64)
     assert be.to_numpy(empty).shape == (0,)
     np.testing.assert_array_equal(be.to_numpy(be.upload(np.ones(3), np.float64)), np.ones(3))
@@ -400,20 +407,14 @@ def test_descriptor_sets_are_freed_whether_or_not_the_driver_refuses_more(masked
     """Every launch takes a descriptor set; the pool is reset once it has made maxSets of
     them, after a wait (lavapipe lets allocations pass maxSets, so they would never be
     freed otherwise), and launches before and after the reset compute what they should."""
-    from dloop.backends.vulkan import device as vkdevice
     be = masked("")
     artifact = _negation(be)
-    real, resets = vkdevice._lib, []
+    resets = []
 
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def vkResetDescriptorPool(*args):
-            resets.append(1)
-            return real.vkResetDescriptorPool(*args)
-    monkeypatch.setattr(vkdevice, "_lib", Counting())
+    def reset(*args):
+        resets.append(1)
+        return real.vkResetDescriptorPool(*args)
+    real = _replace_lib(monkeypatch, vkResetDescriptorPool=reset)
     x = np.arange(100, dtype=np.float64)
     ins = be.upload(x, np.float64)
     outs = [be.empty((100,), np.float64) for _ in range(2 * vkdevice._POOL_SETS + 10)]
@@ -667,23 +668,19 @@ def test_a_full_descriptor_pool_starts_over(masked, monkeypatch, code):
     real = vkdevice._lib
     calls = {"failed": 0, "resets": 0}
 
-    class Lib:
-        def __getattr__(self, name):
-            return getattr(real, name)
+    def allocate(*args):
+        if not calls["failed"]:
+            calls["failed"] = 1
+            return code
+        return real.vkAllocateDescriptorSets(*args)
 
-        def vkAllocateDescriptorSets(self, *args):
-            if not calls["failed"]:
-                calls["failed"] = 1
-                return code
-            return real.vkAllocateDescriptorSets(*args)
-
-        def vkResetDescriptorPool(self, *args):
-            calls["resets"] += 1
-            return real.vkResetDescriptorPool(*args)
+    def reset(*args):
+        calls["resets"] += 1
+        return real.vkResetDescriptorPool(*args)
     artifact = be.compile(_doubling_kernel())
     x = np.arange(100, dtype=np.float64)
     on_device, out = be.upload(x, x.dtype), be.empty((100,), x.dtype)
-    monkeypatch.setattr(vkdevice, "_lib", Lib())
+    _replace_lib(monkeypatch, vkAllocateDescriptorSets=allocate, vkResetDescriptorPool=reset)
     if code == vk.VK_ERROR_OUT_OF_HOST_MEMORY:
         with pytest.raises(vk.VkErrorOutOfHostMemory):
             be.launch(artifact, 100, [on_device, out])
@@ -856,20 +853,15 @@ def test_a_gpu_polls_its_fences_and_a_cpu_device_blocks(masked, monkeypatch):
         vk.VK_PHYSICAL_DEVICE_TYPE_CPU                    # lavapipe, SwiftShader
     assert (dev.spin == 0.0) == cpu
     calls = []
-    status, wait = vkdevice._lib.vkGetFenceStatus, vkdevice._lib.vkWaitForFences
 
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(vk.lib, name)
+    def poll(*args):
+        calls.append("poll")
+        return real.vkGetFenceStatus(*args)
 
-        def vkGetFenceStatus(self, *args):
-            calls.append("poll")
-            return status(*args)
-
-        def vkWaitForFences(self, *args):
-            calls.append("block")
-            return wait(*args)
-    monkeypatch.setattr(vkdevice, "_lib", Counting())
+    def block(*args):
+        calls.append("block")
+        return real.vkWaitForFences(*args)
+    real = _replace_lib(monkeypatch, vkGetFenceStatus=poll, vkWaitForFences=block)
     x, n = np.linspace(0.5, 1.5, 500), np.arange(500) % 7
     for spin, want in ((60.0, {"poll"}), (0.0, {"block"})):
         monkeypatch.setattr(dev, "spin", spin)
@@ -891,19 +883,14 @@ def test_ctrl_c_while_a_wait_polls_leaves_the_work_queued(masked, monkeypatch):
     be = masked("unified")
     dev = be.device
     monkeypatch.setattr(dev, "spin", 60.0)
-    status = vkdevice._lib.vkGetFenceStatus
     interrupt = [True]
 
-    class Interrupting:
-        def __getattr__(self, name):
-            return getattr(vk.lib, name)
-
-        def vkGetFenceStatus(self, *args):
-            if interrupt[0] and sys._getframe(1).f_code.co_name == "_wait":
-                interrupt[0] = False
-                raise KeyboardInterrupt
-            return status(*args)
-    monkeypatch.setattr(vkdevice, "_lib", Interrupting())
+    def poll(*args):
+        if interrupt[0] and sys._getframe(1).f_code.co_name == "_wait":
+            interrupt[0] = False
+            raise KeyboardInterrupt
+        return real.vkGetFenceStatus(*args)
+    real = _replace_lib(monkeypatch, vkGetFenceStatus=poll)
     x, n = np.linspace(0.5, 1.5, 400), np.arange(400) % 9
     with pytest.raises(KeyboardInterrupt):
         _power_grad(x, n)
