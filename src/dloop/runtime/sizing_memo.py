@@ -105,9 +105,7 @@ def _adopt(plan, memo, values, immutable):
             if old is not new and immutable(new)}
     if not swap:
         return
-    caps = {k: swap.get(id(c), c) for k, c in memo.caps.items()}
-    layouts = {k: LoopLayout(swap.get(id(lay.cap), lay.cap), lay.start, lay.regions)
-               for k, lay in memo.layouts.items()}
+    caps, layouts = _swapped(memo.caps, memo.layouts, swap)
     adopted = _Memo(memo.key, [swap.get(id(v), v) for v in memo.inputs], caps, memo.order,
                     layouts)
     with _lock:
@@ -116,6 +114,14 @@ def _adopt(plan, memo, values, immutable):
         # budget (set back, it would be held but no longer counted in MAX_BYTES).
         if plan.sizing_memo is memo:
             plan.sizing_memo = adopted
+
+
+def _swapped(caps, layouts, arrays):
+    """caps and layouts with each capacity array that `arrays` (id -> array) names replaced
+    by its entry there: a capacity may be one of the inputs whose array the memo keeps."""
+    return ({k: arrays.get(id(c), c) for k, c in caps.items()},
+            {k: LoopLayout(arrays.get(id(lay.cap), lay.cap), lay.start, lay.regions)
+             for k, lay in layouts.items()})
 
 
 def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies.immutable):
@@ -135,10 +141,7 @@ def store(plan, key, values, caps, order, layouts, xp, immutable=captured_copies
     # (A guess's trips are a host array: its copy stays one, and is compared on the host.)
     copies = [v if immutable(v) else v.copy() if isinstance(v, np.ndarray)
               else xp.array(v, copy=True) for v in values]
-    own = {id(v): c for v, c in zip(values, copies)}
-    caps = {k: own.get(id(c), c) for k, c in caps.items()}
-    layouts = {k: LoopLayout(own.get(id(lay.cap), lay.cap), lay.start, lay.regions)
-               for k, lay in layouts.items()}
+    caps, layouts = _swapped(caps, layouts, {id(v): c for v, c in zip(values, copies)})
     # What the memo made or keeps of the host's sizing (its copies of the inputs, a layout
     # made on the host where no element order was computed on the device) is its own from
     # here on, never written: GPU backends then keep the device copies too, instead of
