@@ -103,15 +103,16 @@ def _counting_kernel():
 def test_the_chunk_loop_runs_each_chunk_once_and_stops_when_cancelled():
     kernel = _counting_kernel()
     counts = np.zeros(100, np.int64)
-    state = np.array([0, 7, 0], np.int64)          # next start, chunk, cancelled
+    state = np.array([0, 7, 0, 0], np.int64)       # next start, chunk, cancelled, inside
     assert kernel.chunks(state.ctypes.data, 3, 100, counts.ctypes.data) == 21
     assert counts[:21].tolist() == [1] * 21 and not counts[21:].any()
     assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 79
     assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 0
     assert (counts == 1).all()
-    state[:] = [0, 7, 1]
+    state[:] = [0, 7, 1, 0]
     assert kernel.chunks(state.ctypes.data, 100, 100, counts.ctypes.data) == 0
     assert (counts == 1).all()
+    assert state[3] == 0                           # every call left
 
 
 def test_threads_sharing_a_chunk_loop_claim_each_chunk_once():
@@ -119,7 +120,7 @@ def test_threads_sharing_a_chunk_loop_claim_each_chunk_once():
     kernel = _counting_kernel()
     n = 2_000_003
     counts = np.zeros(n, np.int64)
-    state = np.array([0, 1000, 0], np.int64)
+    state = np.array([0, 1000, 0, 0], np.int64)
     ran = []
     threads = [threading.Thread(target=lambda: ran.append(kernel.chunks(
         state.ctypes.data, n, n, counts.ctypes.data))) for _ in range(4)]
@@ -129,3 +130,26 @@ def test_threads_sharing_a_chunk_loop_claim_each_chunk_once():
         t.join()
     assert sum(ran) == n
     assert (counts == 1).all()
+
+
+def test_waiting_for_the_last_chunks_returns_once_no_call_is_inside():
+    """await_idle, which a launch's calling thread polls instead of waiting for the
+    workers' futures: it returns 1 only once the chunk loops that entered have left, with
+    their chunks' writes visible; 0 when its polls run out first."""
+    import threading
+    kernel = _counting_kernel()
+    state = np.array([0, 7, 0, 1], np.int64)       # a call inside
+    assert kernel.await_idle(state.ctypes.data, 1000) == 0
+    state[3] = 0
+    assert kernel.await_idle(state.ctypes.data, 1) == 1
+    n = 4_000_003
+    counts = np.zeros(n, np.int64)
+    state = np.array([0, 1000, 0, 0], np.int64)
+    worker = threading.Thread(target=kernel.chunks,
+                              args=(state.ctypes.data, n, n, counts.ctypes.data))
+    worker.start()
+    while not state[0]:                             # the worker has claimed its first chunk
+        pass
+    assert kernel.await_idle(state.ctypes.data, 1 << 40) == 1
+    assert (counts == 1).all()
+    worker.join()

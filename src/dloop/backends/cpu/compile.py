@@ -94,15 +94,18 @@ def _uninterrupted(fn):
 
 class CompiledKernel:
     """A JIT-compiled kernel: call(start, end, n_threads, *buffer_addresses), and where the
-    module has it (chunks.py) chunks(job, limit, n_threads, *buffer_addresses)."""
+    module has them (chunks.py) chunks(job, limit, n_threads, *buffer_addresses) and
+    await_idle(job, spins)."""
 
-    def __init__(self, engine, address, n_buffers, chunks_address=0):
+    def __init__(self, engine, address, n_buffers, chunks_address=0, await_address=0):
         self.engine = engine            # keeps the machine code alive
         self.call = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 3 +
                                              [ctypes.c_void_p] * n_buffers))(address)
         self.chunks = ctypes.CFUNCTYPE(
             ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
             *[ctypes.c_void_p] * n_buffers)(chunks_address) if chunks_address else None
+        self.await_idle = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(
+            await_address) if await_address else None
 
 
 def vector_width():
@@ -160,7 +163,8 @@ def _loaded_now(code, take):
 def load_object(code, n_buffers):
     return _loaded(code, lambda engine: CompiledKernel(
         engine, engine.get_function_address("dloop_kernel"), n_buffers,
-        engine.get_function_address("dloop_chunks")))
+        engine.get_function_address("dloop_chunks"),
+        engine.get_function_address("dloop_await_idle")))
 
 
 def load_functions(code, signatures):

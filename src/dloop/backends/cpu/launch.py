@@ -36,6 +36,9 @@ _CORES = os.cpu_count() or 1
 # waking the workers and waiting for them took 50 to 100 us on this project's 2-core machine,
 # so a loop kernel of 520 elements (a microsecond of work) took 56 us in parallel.
 _PARALLEL_NS = 150_000
+# Polls of a launch's last chunks before the calling thread blocks on the workers' futures
+# (_Job.settled): x86's pause takes 40 to 140 cycles, so up to about 1 ms.
+_SPINS = 16_384
 
 
 class _Job:
@@ -51,7 +54,8 @@ class _Job:
 
     def __init__(self, compiled, n_threads, chunk, addresses):
         self.compiled, self.n, self.chunk, self.addresses = compiled, n_threads, chunk, addresses
-        self.state = np.array([0, chunk, 0], dtype=np.int64)  # next start, chunk, cancelled
+        # next start, chunk, cancelled, calls of the chunk loop inside (chunks.py)
+        self.state = np.array([0, chunk, 0, 0], dtype=np.int64)
         self.state_address = self.state.ctypes.data
         self.running = 0
         self.idle = threading.Condition()
@@ -77,6 +81,13 @@ class _Job:
                     return self.state[0] < self.n
         finally:
             self.own_ns += time.perf_counter_ns() - began
+
+    def settled(self):
+        """Whether no chunk runs any more, polled without the GIL for a while: then no
+        worker touches the launch's buffers again (one that starts later claims none), and
+        the caller need not wait for the workers' futures."""
+        wait = self.compiled.await_idle
+        return wait is not None and bool(wait(self.state_address, _SPINS))
 
     def work(self):
         """A pool worker's share: every chunk it can claim, in one call."""
@@ -208,8 +219,9 @@ class CpuBackend(HostMemory, Backend):
                 # Slower than the last launch promised: the rest in parallel.
                 self._recruit(job, futures)
                 job.chunks()
-            for f in futures:
-                f.result()      # interruptible: Ctrl-C arrives here or between chunks
+            if futures and not job.settled():
+                for f in futures:
+                    f.result()  # interruptible: Ctrl-C arrives here or between chunks
             # Where the workers took every chunk before this thread's first, the launch's
             # own length per element stands for the pace (at most the workers' count too
             # fast, and a launch that turns out slower calls the pool in anyway).
