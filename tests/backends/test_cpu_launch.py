@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dloop as dl
-from dloop.backends.base import available
+from dloop.backends.base import available, get_backend
 from dloop.backends.cpu import launch
 
 pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="needs the cpu backend")
@@ -137,6 +137,7 @@ def test_waiting_for_the_last_chunks_returns_once_no_call_is_inside():
     workers' futures: it returns 1 only once the chunk loops that entered have left, with
     their chunks' writes visible; 0 when its polls run out first."""
     import threading
+    import time
     kernel = _counting_kernel()
     state = np.array([0, 7, 0, 1], np.int64)       # a call inside
     assert kernel.await_idle(state.ctypes.data, 1000) == 0
@@ -148,8 +149,55 @@ def test_waiting_for_the_last_chunks_returns_once_no_call_is_inside():
     worker = threading.Thread(target=kernel.chunks,
                               args=(state.ctypes.data, n, n, counts.ctypes.data))
     worker.start()
-    while not state[0]:                             # the worker has claimed its first chunk
-        pass
-    assert kernel.await_idle(state.ctypes.data, 1 << 40) == 1
+    deadline = time.monotonic() + 60
+    while not state[0] and worker.is_alive():       # the worker has claimed its first chunk
+        assert time.monotonic() < deadline
+    while not kernel.await_idle(state.ctypes.data, 1 << 16):
+        assert time.monotonic() < deadline
     assert (counts == 1).all()
     worker.join()
+
+
+def _launching(kernel):
+    kernel.min_parallel, kernel.ns_per_element = 512, None    # what CpuBackend.load sets
+    return kernel
+
+
+def test_a_launch_returns_after_its_chunks_and_a_worker_starting_later_claims_none():
+    """The calling thread returns from a parallel launch once no chunk runs, without
+    waiting for a worker still queued in the pool; that worker, when it runs, claims no
+    chunk and writes nothing more."""
+    import threading
+    kernel = _launching(_counting_kernel())
+    counts = np.zeros(3_000_001, np.int64)
+    with dl.config.override(backend="cpu", num_threads=2):
+        be = get_backend("cpu")
+        with be._lock:
+            pool = be._executor()[0]
+        gate = threading.Event()
+        busy = [pool.submit(gate.wait) for _ in range(2)]        # every pool thread
+        opens = threading.Timer(30, gate.set)     # a launch that waits for its worker ends
+        opens.start()
+        be.launch(kernel, counts.size, [counts])
+        assert not gate.is_set()                  # returned while the pool was busy
+        assert (counts == 1).all()
+        counts[:] = 0
+        gate.set()
+        opens.cancel()
+        for f in busy:
+            f.result()
+        pool.submit(lambda: None).result()       # the launch's own work item has run
+        assert not counts.any()
+
+
+def test_a_launch_whose_poll_runs_out_waits_for_the_workers(monkeypatch):
+    """Where the calling thread's polls of the last chunks run out, it blocks on the
+    workers' futures: every chunk has run when the launch returns."""
+    monkeypatch.setattr(launch, "_SETTLE_NS", 0)
+    kernel = _launching(_counting_kernel())
+    kernel.await_idle = lambda job, spins: 0
+    counts = np.zeros(3_000_001, np.int64)
+    with dl.config.override(backend="cpu", num_threads=2):
+        for _ in range(20):
+            get_backend("cpu").launch(kernel, counts.size, [counts])
+    assert (counts == 20).all()

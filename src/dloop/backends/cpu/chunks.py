@@ -53,7 +53,10 @@ def add_chunk_loop(module, kernel_fn):
     b.cbranch(stop, done, run)
 
     b.position_at_end(run)
-    start = b.atomic_rmw("add", job, chunk, "monotonic")
+    # acq_rel: a claim is ordered after this call's entry count, for whoever claims after
+    # it (the launching thread's await_idle then sees the call inside); and after the
+    # claims before it, so that a call entering late finds none left.
+    start = b.atomic_rmw("add", job, chunk, "acq_rel")
     past = b.icmp_signed(">=", start, n)
     body = fn.append_basic_block("body")
     b.cbranch(past, done, body)
@@ -89,8 +92,9 @@ def _add_await_idle(module):
     b.position_at_end(wait)
     if _PAUSE:
         b.call(ir.Function(module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"), [])
-    k.add_incoming(b.add(k, I64(1)), wait)
-    b.cbranch(b.icmp_signed("<", b.add(k, I64(1)), spins), poll, timeout)
+    polled = b.add(k, I64(1))
+    k.add_incoming(polled, wait)
+    b.cbranch(b.icmp_signed("<", polled, spins), poll, timeout)
     b.position_at_end(idle)
     b.ret(I64(1))
     b.position_at_end(timeout)

@@ -36,9 +36,11 @@ _CORES = os.cpu_count() or 1
 # waking the workers and waiting for them took 50 to 100 us on this project's 2-core machine,
 # so a loop kernel of 520 elements (a microsecond of work) took 56 us in parallel.
 _PARALLEL_NS = 150_000
-# Polls of a launch's last chunks before the calling thread blocks on the workers' futures
-# (_Job.settled): x86's pause takes 40 to 140 cycles, so up to about 1 ms.
-_SPINS = 16_384
+# How long the calling thread polls a launch's last chunks before it blocks on the workers'
+# futures (_Job.settled), in rounds of _SPINS polls: x86's pause takes 40 to 140 cycles, so
+# a round takes 10 to 60 us there, a few us elsewhere.
+_SETTLE_NS = 1_000_000
+_SPINS = 1024
 
 
 class _Job:
@@ -83,11 +85,17 @@ class _Job:
             self.own_ns += time.perf_counter_ns() - began
 
     def settled(self):
-        """Whether no chunk runs any more, polled without the GIL for a while: then no
-        worker touches the launch's buffers again (one that starts later claims none), and
-        the caller need not wait for the workers' futures."""
+        """Whether no chunk runs any more, polled without the GIL for up to _SETTLE_NS:
+        then no worker touches the launch's buffers again (one that starts later claims
+        none), and the caller need not wait for the workers' futures."""
         wait = self.compiled.await_idle
-        return wait is not None and bool(wait(self.state_address, _SPINS))
+        if wait is None:
+            return False
+        deadline = time.perf_counter_ns() + _SETTLE_NS
+        while not wait(self.state_address, _SPINS):
+            if time.perf_counter_ns() > deadline:
+                return False
+        return True
 
     def work(self):
         """A pool worker's share: every chunk it can claim, in one call."""
