@@ -68,6 +68,16 @@ def test_equal_in_parts_finds_any_difference(n):
         assert not parallel.equal(grid.T, other)      # strided: compared in one part
 
 
+def test_small_arrays_are_equal_by_their_bits():
+    """Up to 4 KB, equal() compares bytes: the same bits size the same, so a NaN matches
+    itself, and -0.0 against 0.0 only sizes again."""
+    nan = np.array([1.0, np.nan])
+    assert parallel.equal(nan, nan.copy())
+    assert not parallel.equal(np.array([-0.0]), np.array([0.0]))
+    assert parallel.equal(np.arange(512), np.arange(512))          # 4096 bytes
+    assert not parallel.equal(np.arange(512), np.arange(1, 513))
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 4001, 12345])
 def test_compiled_scan_matches_numpy(n):
     """adstack/scan.py, alone (offset, scale, inverted) and through the parts of
@@ -295,3 +305,23 @@ def test_extremes_are_remembered_within_one_sizing(monkeypatch):
     assert len(calls) == 2
     parallel.extremes(a)
     assert len(calls) == 3
+
+
+def test_extremes_soon_start_a_device_s_pass_at_once_and_read_it_when_called(monkeypatch):
+    """extremes_soon, which a guessed launch's trip counts are summed up with before its
+    wait: a device's registered pass is started when asked and read only when the returned
+    function is called; host arrays give their extremes, an empty one (0, 0, 0)."""
+    events = []
+
+    class Device(np.ndarray):
+        pass
+
+    def start(values):
+        events.append("start")
+        return lambda: events.append("read") or (1, 2, 3)
+    monkeypatch.setitem(parallel.DEVICE_EXTREMES, Device, start)
+    soon = parallel.extremes_soon(np.arange(4, dtype=np.int64).view(Device))
+    assert events == ["start"]
+    assert soon() == (1, 2, 3) and events == ["start", "read"]
+    assert parallel.extremes_soon(np.array([4, -1, 7], np.int64))() == (-1, 7, 10)
+    assert parallel.extremes_soon(np.zeros(0, np.int64))() == (0, 0, 0)

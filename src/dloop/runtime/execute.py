@@ -240,8 +240,12 @@ class Execution:
             be.launch(plan.main.artifact, n, buffers)
             self._collect(plan.main, buffers, layouts)
             if self.guessed is plan:
-                # A guess that fell short is found before any later launch reads it,
+                # Its tokens, the counts the next launch sizes by, summed up behind it on a
+                # device; a guess that fell short is found before any later launch reads it,
                 # on a backend that queues launches too.
+                trips = {nest.top: parallel.extremes_soon(
+                             self._sizing_array(outs[nest.token]).reshape(-1))
+                         for nest in plan.nests if nest.top in plan.counting.kernel.counters}
                 self.sync()
         for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
@@ -253,10 +257,7 @@ class Execution:
         if self.guessed is not None:
             # The launch is over (a synchronous backend's, or waited for above) and fit: its
             # tokens are the counts of the loops it guessed, which the next launch sizes by.
-            guess.remember(plan, n, {nest.top: self._sizing_array(outs[nest.token])
-                                     for nest in plan.nests
-                                     if nest.top in plan.counting.kernel.counters},
-                           after_guess=True)
+            guess.remember(plan, n, trips, after_guess=True)
 
     def _prefetch(self, kernel, plan, env):
         """The kernel's inputs copied to the device before its sizing (which waits for the

@@ -67,11 +67,13 @@ def guess(plan, n, loops):
 
 def remember(plan, n, counts, after_guess=False):
     """After a count, or a guessed launch that fit (after_guess: its tokens are the counts):
-    counts {loop_id: per-element trips, host int64 arrays}."""
+    counts {loop_id: per-element trips, or the function parallel.extremes_soon made of
+    them}."""
     before = plan.seen
     longest, total = {}, {}
     for loop, c in counts.items():
-        _, longest[loop], total[loop] = extremes(c) if c.size else (0, 0, 0)
+        _, longest[loop], total[loop] = c() if callable(c) else \
+            extremes(c) if c.size else (0, 0, 0)
     if before is None:
         plan.seen = Seen(n, longest, total, 0, 0)
         return

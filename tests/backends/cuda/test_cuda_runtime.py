@@ -333,7 +333,7 @@ def test_the_kept_sizing_s_comparison_finds_any_difference():
 
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 1000, 4 * 256 * 1024 + 7])
 def test_device_extremes_are_numpy_s(n):
-    """sizing.extremes (parallel.extremes of a CuPy array, which a guessed launch's trip
+    """sizing.start_extremes (parallel.extremes of a CuPy array, which a guessed launch's trip
     counts are read with): NumPy's min, max and int64 sum, which wraps, at sizes across the
     warp, block and part boundaries, for the largest part count too."""
     from dloop.adstack import parallel
@@ -342,5 +342,6 @@ def test_device_extremes_are_numpy_s(n):
     for values in (rng.integers(-5, 300, n), rng.integers(2 ** 62, 2 ** 63 - 1, n),
                    np.full(n, -2 ** 63)):
         want = (int(values.min()), int(values.max()), int(values.sum(dtype=np.int64)))
-        assert sizing.extremes(cp.asarray(values)) == want
+        assert sizing.start_extremes(cp.asarray(values))() == want
         assert parallel.extremes(cp.asarray(values)) == want
+        assert parallel.extremes_soon(cp.asarray(values))() == want
