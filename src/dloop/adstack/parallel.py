@@ -168,13 +168,13 @@ def extremes(values):
 
 
 def extremes_soon(values):
-    """A function giving (min, max, sum) of `values` (1-D int64; (0, 0, 0) where empty):
+    """A function giving (min, max, sum) of int64 `values` ((0, 0, 0) where empty):
     a device's pass over them is queued now, behind the launch that makes them, and read
     when the function is called, once that launch has been waited for anyway."""
     start = DEVICE_EXTREMES.get(type(values)) if values.size else None
     if start is not None:
         return start(values)
-    found = extremes(values) if values.size else (0, 0, 0)
+    found = extremes(values.reshape(-1)) if values.size else (0, 0, 0)
     return lambda: found
 
 

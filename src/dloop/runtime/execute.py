@@ -243,8 +243,7 @@ class Execution:
                 # Its tokens, the counts the next launch sizes by, summed up behind it on a
                 # device; a guess that fell short is found before any later launch reads it,
                 # on a backend that queues launches too.
-                trips = {nest.top: parallel.extremes_soon(
-                             self._sizing_array(outs[nest.token]).reshape(-1))
+                trips = {nest.top: parallel.extremes_soon(self._sizing_array(outs[nest.token]))
                          for nest in plan.nests if nest.top in plan.counting.kernel.counters}
                 self.sync()
         for var_id, buf in kernel.accum_outputs.items():

@@ -123,10 +123,15 @@ _lock = threading.Lock()
 
 
 def _function(name):
-    with _lock:
-        if "module" not in _module:
-            _module["module"] = cupy.RawModule(code=SOURCE)
-        return _module["module"].get_function(name)
+    """The kernel `name` of SOURCE, looked up once (RawModule.get_function costs a few us,
+    and extremes launches two at every guessed call)."""
+    found = _module.get(name)
+    if found is None:
+        with _lock:
+            if "module" not in _module:
+                _module["module"] = cupy.RawModule(code=SOURCE)
+            found = _module[name] = _module["module"].get_function(name)
+    return found
 
 
 def interleaved(cap, order, by_slot=False):
@@ -174,7 +179,8 @@ def start_extremes(values):
     and a stack of them took 0.17 to 0.24 ms of W2's gradient at 10^6 elements on an H100,
     at every call whose capacities were guessed (runtime/guess.py reads the trip counts the
     launch made)."""
-    values = cupy.ascontiguousarray(values, np.int64)
+    if values.dtype != np.int64 or not values.flags.c_contiguous:
+        values = cupy.ascontiguousarray(values, np.int64)
     n = values.size
     parts = max(1, min(_MAX_PARTS, -(-n // (4 * _BLOCK))))
     part, out = cupy.empty(3 * parts, np.int64), cupy.empty(3, np.int64)
