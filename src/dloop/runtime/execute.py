@@ -463,7 +463,8 @@ class Execution:
         for a lasting value (_run), the copy made for an earlier kernel of this run, so a
         forward and a reverse kernel reading x share one transfer to a GPU."""
         if captured_copies.immutable(val):
-            return self.backend.kept_upload(val, dtype).reshape(-1)
+            kept = self.backend.kept_upload(val, dtype)
+            return kept if kept.ndim == 1 else kept.reshape(-1)   # a GPU array's reshape: us
         kept = self.lasting.get(id(val))
         if kept is None:
             return self.backend.upload(val, dtype)
