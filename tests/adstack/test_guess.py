@@ -236,3 +236,22 @@ def test_a_collective_body_that_tapes_and_reverses_in_one_kernel_always_counts(b
     fd = np.array([(reference(x + eps * e) - reference(x - eps * e)) / (2 * eps)
                    for e in np.eye(size)])
     np.testing.assert_allclose(np.asarray(g), fd, rtol=1e-6)
+
+
+def test_a_short_guess_comes_before_an_error_in_summing_up_its_trips(backend, monkeypatch):
+    """The trips of a guessed launch are summed up before the wait that finds a short guess
+    (runtime/execute.py, on backends that queue launches): where that summing raises, the
+    short guess still reruns the call counted; a guess that fit lets the error through."""
+    from dloop.adstack import parallel
+    f = dl.grad(_loss)
+    f(_uniform(3000))                           # 3 halvings each: the guess for the next call
+
+    def broken(values):
+        raise RuntimeError("no memory for the trips' sum")
+    monkeypatch.setattr(parallel, "extremes_soon", broken)
+    longer = _uniform(3000, seed=1) * 2.0       # 4 each: short
+    np.testing.assert_allclose(np.asarray(f(longer)), 0.5 ** _halvings(longer), rtol=1e-15)
+    for _ in range(guess.PAUSE - 1):            # counted, until the plan guesses again
+        f(longer)
+    with pytest.raises(RuntimeError, match="trips' sum"):
+        f(longer)

@@ -74,8 +74,11 @@ def test_small_arrays_are_equal_by_their_bits():
     nan = np.array([1.0, np.nan])
     assert parallel.equal(nan, nan.copy())
     assert not parallel.equal(np.array([-0.0]), np.array([0.0]))
-    assert parallel.equal(np.arange(512), np.arange(512))          # 4096 bytes
-    assert not parallel.equal(np.arange(512), np.arange(1, 513))
+    assert parallel.equal(np.arange(512, dtype=np.int64), np.arange(512, dtype=np.int64))
+    assert not parallel.equal(np.arange(512, dtype=np.int64),       # 4096 bytes
+                              np.arange(1, 513, dtype=np.int64))
+    beyond = np.full(513, np.nan)                                   # by value past 4 KB
+    assert not parallel.equal(beyond, beyond.copy())
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 4001, 12345])

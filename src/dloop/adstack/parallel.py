@@ -168,9 +168,10 @@ def extremes(values):
 
 
 def extremes_soon(values):
-    """A function giving (min, max, sum) of int64 `values` ((0, 0, 0) where empty):
-    a device's pass over them is queued now, behind the launch that makes them, and read
-    when the function is called, once that launch has been waited for anyway."""
+    """A function giving (min, max, sum) of int64 `values` ((0, 0, 0) where empty). Where
+    their device has a pass of its own (DEVICE_EXTREMES: cuda), it is queued now, behind the
+    launch that makes them, and read when the function is called, once that launch has been
+    waited for anyway; host arrays are summed up at once."""
     start = DEVICE_EXTREMES.get(type(values)) if values.size else None
     if start is not None:
         return start(values)
@@ -194,7 +195,10 @@ def _native_extremes(values):
 def equal(a, b):
     """Whether NumPy arrays a and b, of one shape and dtype, hold the same values, in one part
     per thread: np.array_equal of W1's 10^6 trip counts took 1.25 ms on one core of the GPU
-    machine's host, at every call of its Vulkan gradient (the kept sizing's check)."""
+    machine's host, at every call of its Vulkan gradient (the kept sizing's check). Up to
+    _SMALL_BYTES the same bits instead (floats differ there only at NaN, equal to itself,
+    and -0.0 against 0.0): either way a "same" sizes the same, and a "different" only sizes
+    again."""
     if not (a.flags.c_contiguous and b.flags.c_contiguous):
         return bool(np.array_equal(a, b))
     if a.nbytes <= _SMALL_BYTES:

@@ -187,7 +187,7 @@ class Execution:
             layouts.update(handle.layouts)
             work.append(handle.trips)
             orders.add((id(handle.order), handle.decided))
-        order = bound = None
+        order = bound = trips = None
         decided = plan.main.order_index is not None
         self.guessed = None
         if n and plan.nests:
@@ -240,11 +240,17 @@ class Execution:
             be.launch(plan.main.artifact, n, buffers)
             self._collect(plan.main, buffers, layouts)
             if self.guessed is plan:
-                # Its tokens, the counts the next launch sizes by, summed up behind it on a
-                # device; a guess that fell short is found before any later launch reads it,
-                # on a backend that queues launches too.
-                trips = {nest.top: parallel.extremes_soon(self._sizing_array(outs[nest.token]))
-                         for nest in plan.nests if nest.top in plan.counting.kernel.counters}
+                # Its tokens, the counts the next launch sizes by, summed up (on cuda by a
+                # pass queued behind it); a guess that fell short is found before any later
+                # launch reads it, on a backend that queues launches too. That miss comes
+                # first where starting the pass fails too: the call runs again, counted.
+                try:
+                    trips = {nest.top: parallel.extremes_soon(
+                                 self._sizing_array(outs[nest.token]))
+                             for nest in plan.nests if nest.top in plan.counting.kernel.counters}
+                except Exception:
+                    self.sync()
+                    raise
                 self.sync()
         for var_id, buf in kernel.accum_outputs.items():
             var = plan.vars[var_id]
@@ -253,7 +259,7 @@ class Execution:
         for v, arr in outs.items():
             env[v] = TapeHandle(arr, layouts, self.lease, order, decided, bound) \
                 if v.aval.is_tape else arr
-        if self.guessed is not None:
+        if trips is not None:
             # The launch is over (a synchronous backend's, or waited for above) and fit: its
             # tokens are the counts of the loops it guessed, which the next launch sizes by.
             guess.remember(plan, n, trips, after_guess=True)

@@ -28,9 +28,10 @@ did (elements of about equal trip counts: W2's 3 to 5 steps; not one long elemen
 short ones), and, after a miss, only once the plan has counted PAUSE launches (the run
 again first; twice as many after each further miss), so trips that keep growing cost a
 count per call, not a wasted taped run. A guessed launch that fit records its own trips
-(its tokens, on the host at once) as the next guess, so the guess follows trips that
-shrink one launch later. A guess that would pass max_adstack_bytes, where the count might
-not, also runs the call again, counted."""
+(its tokens' longest and total: on the host at once, on cuda by a pass queued behind the
+launch) as the next guess, so the guess follows trips that shrink one launch later. A
+guess that would pass max_adstack_bytes, where the count might not, also runs the call
+again, counted."""
 
 from ..adstack.layout import MAX_PADDING
 from ..adstack.parallel import extremes
