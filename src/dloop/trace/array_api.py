@@ -106,7 +106,7 @@ def full_like(x, fill_value, dtype=None, device=None):
     """Traced like x, so that it can be updated in place (out[idx] = v) as an array of this
     namespace."""
     dtype = np.dtype(dtype or ops.result_dtype(x))
-    return asarray(ops.broadcast_to(ops.convert(fill_value, dtype), np.shape(x)))
+    return asarray(ops.broadcast_to(ops.convert(fill_value, dtype), ops.shape_of(x)))
 
 
 def zeros_like(x, dtype=None, device=None):

@@ -340,12 +340,11 @@ def astype(x, dtype, copy=True):
 def broadcast_to(x, shape):
     x = _check_operand(x)
     shape = tuple(int(d) for d in shape)
-    have = shape_of(x)
-    try:
-        ok = np.broadcast_shapes(have, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
+    have = tuple(shape_of(x))
+    # NumPy's rule, without np.broadcast_shapes (a few microseconds, at every ones_like).
+    lead = len(shape) - len(have)
+    if lead < 0 or builtins.any(s < 0 for s in shape) or builtins.any(
+            d not in (1, s) for d, s in zip(have, shape[lead:])):
         raise DloopValueError(f"cannot broadcast shape {have} to {shape}", user_location())
     if not isinstance(x, Tracer):
         return np.broadcast_to(x, shape)

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import DloopAttributeError, DloopTypeError, DloopValueError
 from ..ir.graph import Graph, Lit, Op, Var, new_var
 from ..ir.prims import out_avals, same_eval
+from ..libraries import is_foreign_array, is_vulkan_array
 from ..source import user_location
 from . import captured_copies
 from .scalarize import complex_error
@@ -189,7 +190,6 @@ def _copy(array):
     """A copy of a captured array; a broadcast one (np.ones_like's constant) stays a
     broadcast of a copy of the values it reads, which loops/_carry_init recognizes. A
     dloop.vulkan array is never written: it is its own copy."""
-    from ..libraries import is_vulkan_array
     if is_vulkan_array(array):
         return array
     if not isinstance(array, np.ndarray) or not array.size or all(array.strides):
@@ -214,6 +214,12 @@ def _unchanged(array, copy):
         return captured_copies.same_bits(array, copy)
     bits = np.dtype(f"u{size}")
     return bool((array.view(bits) == copy.view(bits)).all())
+
+
+# The modules behind a tracer's NumPy and array-API protocols, which import this one: the
+# package's __init__ sets them once all are loaded (an import statement inside the methods
+# cost a microsecond at each of the calls NumPy makes for every function a tracer meets).
+array_api = numpy_hooks = None
 
 
 def current_builder():
@@ -243,7 +249,6 @@ def from_library(x, where=None):
     """x as the trace takes it: an array of another library (torch, CuPy, array_api_strict,
     dloop.vulkan) `captured`; anything else (tracers, NumPy, numbers, keys) unchanged.
     where: the user's line (default: found when an array is captured)."""
-    from ..libraries import is_foreign_array
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or \
             not is_foreign_array(x):
         return x
@@ -289,6 +294,8 @@ _CONCRETE_HELP = ("a traced array has no concrete value while dloop traces your 
 def refuse_subclass(x, what):
     """NumPy subclasses whose meaning np.asarray drops: a masked array's mask (its masked
     values would be computed with), np.matrix's * as a matrix product."""
+    if type(x) is np.ndarray:
+        return      # the usual case, before NumPy's lazy (and per-access) import of np.ma
     if isinstance(x, (np.ma.MaskedArray, np.matrix)):
         kind = "masked array" if isinstance(x, np.ma.MaskedArray) else "np.matrix"
         fix = "pass x.filled(value) or x.data" if kind == "masked array" else \
@@ -485,16 +492,13 @@ class Tracer:
         return id(self)
 
     def __array_namespace__(self, api_version=None):
-        from . import array_api
         return array_api
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .numpy_hooks import array_ufunc
-        return array_ufunc(ufunc, method, inputs, kwargs)
+        return numpy_hooks.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from .numpy_hooks import array_function
-        return array_function(func, args, kwargs)
+        return numpy_hooks.array_function(func, args, kwargs)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
